@@ -1,0 +1,1 @@
+"""Per-step collection: tag samples with their step, merge across processes, write the per-step CSV."""

@@ -1,0 +1,162 @@
+"""Per-step statistics: histograms and counters keyed by (step, model, phase). Pure and mergeable.
+
+Where each measurement of a :class:`~locust_llm.metrics.RequestResult` is filed (its *observation time*):
+
+- TTFT (and TTFT plus scheduling lag): at the first token;
+- each ITL gap: at the later of its two tokens;
+- scheduling lag: at the send;
+- E2E, TPOT, the request and token counters and the status class: at the end of the request.
+
+So a step's steady window holds exactly what was observed during it, whichever step the request started in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from locust_llm.histogram import Histogram
+from locust_llm.metrics import RequestResult, StatusClass
+
+__all__ = ["COUNTERS", "HISTOGRAMS", "StatsKey", "StatsTable", "StepStats"]
+
+HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag")
+"""``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up."""
+
+COUNTERS = (
+    "requests",
+    *(c.value for c in StatusClass),
+    "prompt_tokens",
+    "completion_tokens",
+    "estimated_token_requests",
+)
+
+STEADY = "steady"
+WARMUP = "warmup"
+
+
+@dataclass(frozen=True, order=True)
+class StatsKey:
+    step: int
+    model: str
+    phase: str  # STEADY or WARMUP
+
+
+@dataclass
+class StepStats:
+    hist: dict[str, Histogram] = field(default_factory=lambda: {name: Histogram() for name in HISTOGRAMS})
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+
+    @property
+    def empty(self) -> bool:
+        return self.counts["requests"] == 0 and all(h.count == 0 for h in self.hist.values())
+
+    def merge(self, other: StepStats) -> StepStats:
+        for name, hist in other.hist.items():
+            self.hist[name].merge(hist)
+        for name, n in other.counts.items():
+            self.counts[name] = self.counts.get(name, 0) + n
+        return self
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "h": {name: h.to_wire() for name, h in self.hist.items() if h.count},
+            "c": {name: n for name, n in self.counts.items() if n},
+        }
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> StepStats:
+        stats = cls()
+        for name, h in wire.get("h", {}).items():
+            if name in stats.hist:
+                stats.hist[name] = Histogram.from_wire(h)
+        for name, n in wire.get("c", {}).items():
+            stats.counts[name] = int(n)
+        return stats
+
+
+Locate = Callable[[int], tuple[int, bool]]
+
+
+class StatsTable:
+    """All :class:`StepStats` of a process (or, on the master, of the whole run), keyed by :class:`StatsKey`."""
+
+    def __init__(self) -> None:
+        self._stats: dict[StatsKey, StepStats] = {}
+
+    def __iter__(self) -> Iterator[tuple[StatsKey, StepStats]]:
+        return iter(sorted(self._stats.items()))
+
+    def __len__(self) -> int:
+        return len(self._stats)
+
+    def get(self, key: StatsKey) -> StepStats:
+        stats = self._stats.get(key)
+        if stats is None:
+            stats = self._stats[key] = StepStats()
+        return stats
+
+    def _at(self, locate: Locate, model: str, t_ns: int) -> StepStats:
+        step, steady = locate(t_ns)
+        return self.get(StatsKey(step, model, STEADY if steady else WARMUP))
+
+    def add(self, result: RequestResult, locate: Locate) -> None:
+        """File every measurement of ``result`` under the step it was observed in (see module docstring)."""
+        model = result.model
+        self._at(locate, model, result.sent_ns).hist["lag"].record(result.lag_ns)
+        tokens = result.token_ns
+        if tokens:
+            first = self._at(locate, model, tokens[0])
+            ttft = tokens[0] - result.sent_ns
+            first.hist["ttft"].record(ttft)
+            first.hist["ttft_lag"].record(ttft + result.lag_ns)
+            self._add_gaps(tokens, locate, model)
+        end = self._at(locate, model, result.end_ns)
+        counts = end.counts
+        counts["requests"] += 1
+        counts[result.outcome.status_class.value] += 1
+        counts["prompt_tokens"] += result.prompt_tokens
+        counts["completion_tokens"] += result.completion_tokens
+        if result.tokens_estimated:
+            counts["estimated_token_requests"] += 1
+        if result.ok:
+            end.hist["e2e"].record(result.e2e_ns)
+            tpot = result.tpot_ns
+            if tpot is not None:
+                end.hist["tpot"].record(tpot)
+
+    def _add_gaps(self, tokens: list[int], locate: Locate, model: str) -> None:
+        if len(tokens) < 2:
+            return
+        if locate(tokens[1]) == locate(tokens[-1]):  # the usual case: all gaps in one step and phase
+            record = self._at(locate, model, tokens[-1]).hist["itl"].record
+            for i in range(1, len(tokens)):
+                record(tokens[i] - tokens[i - 1])
+            return
+        for i in range(1, len(tokens)):
+            self._at(locate, model, tokens[i]).hist["itl"].record(tokens[i] - tokens[i - 1])
+
+    def merge(self, other: StatsTable) -> StatsTable:
+        for key, stats in other._stats.items():
+            self.get(key).merge(stats)
+        return self
+
+    def drain(self) -> StatsTable:
+        """Return everything recorded so far and start afresh (worker deltas)."""
+        out = StatsTable()
+        out._stats, self._stats = self._stats, {}
+        return out
+
+    def to_wire(self) -> list[Any]:
+        return [[k.step, k.model, k.phase, s.to_wire()] for k, s in sorted(self._stats.items()) if not s.empty]
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> StatsTable:
+        table = cls()
+        try:
+            for step, model, phase, stats in wire:
+                table.get(StatsKey(int(step), str(model), str(phase))).merge(StepStats.from_wire(stats))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed per-step statistics from a worker: {exc!r}") from exc
+        return table

@@ -1,0 +1,55 @@
+"""Which step a sample belongs to, and whether it falls in that step's warm-up. Pure; local clock only.
+
+Each process stamps a step change with its own monotonic clock when it learns of it (the master from its shape,
+workers from the master's message), so clock skew between machines never matters: only local differences are used.
+
+Steps are numbered from 1. A sample observed at local time ``t`` belongs to the last step that began at or before
+``t``. It is *steady* when ``t - step_began >= warmup`` and *warm-up* otherwise. Samples before the first step
+belong to step 0.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+__all__ = ["StepMark", "Timeline"]
+
+
+@dataclass(frozen=True)
+class StepMark:
+    step: int
+    users: int
+    began_ns: int
+    warmup_ns: int
+
+
+class Timeline:
+    def __init__(self) -> None:
+        self._began: list[int] = []
+        self._marks: list[StepMark] = []
+
+    @property
+    def marks(self) -> tuple[StepMark, ...]:
+        return tuple(self._marks)
+
+    @property
+    def current(self) -> StepMark | None:
+        return self._marks[-1] if self._marks else None
+
+    def begin(self, step: int, users: int, now_ns: int, warmup_ns: int) -> StepMark:
+        """Record that step number ``step`` began at ``now_ns`` (times must not go backwards)."""
+        if self._began and now_ns < self._began[-1]:
+            now_ns = self._began[-1]
+        mark = StepMark(step, users, now_ns, warmup_ns)
+        self._began.append(now_ns)
+        self._marks.append(mark)
+        return mark
+
+    def locate(self, t_ns: int) -> tuple[int, bool]:
+        """``(step, steady)`` of a sample observed at ``t_ns``."""
+        i = bisect.bisect_right(self._began, t_ns) - 1
+        if i < 0:
+            return 0, False
+        mark = self._marks[i]
+        return mark.step, t_ns - mark.began_ns >= mark.warmup_ns

@@ -1,0 +1,123 @@
+"""What one request measured, and the metrics derived from it. Pure: values in, values out.
+
+All times are integer nanoseconds from one monotonic clock (``time.perf_counter_ns()``) in one process:
+
+- ``TTFT = first_token_ns - sent_ns`` (request sent -> first chunk carrying generated text);
+- ``ITL``: every gap between consecutive token chunks, ``token_ns[i] - token_ns[i - 1]`` (one sample per gap);
+- ``E2E = end_ns - sent_ns`` (request sent -> end of the stream);
+- ``TPOT = (E2E - TTFT) / (completion_tokens - 1)`` (needs at least 2 completion tokens);
+- scheduling lag ``= sent_ns - intended_ns`` (the user was ready at ``intended_ns`` but the request went out later:
+  a busy generator delays sends, which TTFT measured from the actual send would hide).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+__all__ = ["Outcome", "RequestResult", "StatusClass"]
+
+
+class StatusClass(StrEnum):
+    """How a request ended, in the per-step CSV's status columns."""
+
+    OK = "ok"
+    HTTP_429 = "status_429"
+    HTTP_5XX = "status_5xx"
+    HTTP_4XX_OTHER = "status_4xx_other"
+    TIMEOUT = "timeouts"
+    CONNECTION = "conn_errors"
+    PROTOCOL = "protocol_errors"
+
+
+class Outcome(StrEnum):
+    """Failure classification of a request; ``status_class`` maps it onto the CSV columns."""
+
+    OK = "ok"
+    HTTP_429 = "http_429"
+    HTTP_4XX = "http_4xx"
+    HTTP_5XX = "http_5xx"
+    HTTP_OTHER = "http_other"
+    STREAM_ERROR = "stream_error"
+    TIMEOUT = "timeout"
+    CONNECTION = "connection_error"
+    MALFORMED = "malformed_stream"
+    EMPTY = "empty_stream"
+    TRUNCATED = "truncated_stream"
+    NOT_SSE = "not_sse"
+
+    @property
+    def status_class(self) -> StatusClass:
+        return _STATUS_CLASS[self]
+
+    @classmethod
+    def for_http_status(cls, status: int) -> Outcome:
+        if status == 429:
+            return cls.HTTP_429
+        if 400 <= status < 500:
+            return cls.HTTP_4XX
+        if status >= 500:
+            return cls.HTTP_5XX
+        return cls.HTTP_OTHER
+
+
+_STATUS_CLASS = {
+    Outcome.OK: StatusClass.OK,
+    Outcome.HTTP_429: StatusClass.HTTP_429,
+    Outcome.HTTP_4XX: StatusClass.HTTP_4XX_OTHER,
+    Outcome.HTTP_5XX: StatusClass.HTTP_5XX,
+    Outcome.HTTP_OTHER: StatusClass.PROTOCOL,
+    Outcome.STREAM_ERROR: StatusClass.HTTP_5XX,
+    Outcome.TIMEOUT: StatusClass.TIMEOUT,
+    Outcome.CONNECTION: StatusClass.CONNECTION,
+    Outcome.MALFORMED: StatusClass.PROTOCOL,
+    Outcome.EMPTY: StatusClass.PROTOCOL,
+    Outcome.TRUNCATED: StatusClass.PROTOCOL,
+    Outcome.NOT_SSE: StatusClass.PROTOCOL,
+}
+
+
+@dataclass(slots=True)
+class RequestResult:
+    """One streamed request, as measured by the user. ``error`` is a readable, redacted message."""
+
+    model: str
+    intended_ns: int
+    sent_ns: int
+    end_ns: int = 0
+    outcome: Outcome = Outcome.OK
+    http_status: int = 0
+    error: str = ""
+    token_ns: list[int] = field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tokens_estimated: bool = False
+    finish_reason: str | None = None
+    retry_after_s: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.outcome is Outcome.OK
+
+    @property
+    def ttft_ns(self) -> int | None:
+        return self.token_ns[0] - self.sent_ns if self.token_ns else None
+
+    @property
+    def e2e_ns(self) -> int:
+        return self.end_ns - self.sent_ns
+
+    @property
+    def lag_ns(self) -> int:
+        return max(0, self.sent_ns - self.intended_ns)
+
+    @property
+    def tpot_ns(self) -> int | None:
+        ttft = self.ttft_ns
+        if ttft is None or self.completion_tokens < 2:
+            return None
+        return (self.e2e_ns - ttft) // (self.completion_tokens - 1)
+
+    def itl_gaps_ns(self) -> list[int]:
+        t = self.token_ns
+        return [t[i] - t[i - 1] for i in range(1, len(t))]

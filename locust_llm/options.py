@@ -1,0 +1,247 @@
+"""Every locust-llm flag, and the one typed, validated :class:`RunConfig` built from Locust's parsed options.
+
+Flags are registered on Locust's parser (``init_command_line_parser``) with help text and an environment variable.
+Their raw values stay strings in ``parsed_options`` (the web UI and the master -> worker spawn message carry them
+as strings); :meth:`RunConfig.from_options` parses and validates them all at once and raises :class:`ConfigError`
+with a one-line message naming the flag, the value received and what is allowed.
+
+The API key never leaves :class:`RunConfig` in a printable form: it is excluded from ``repr`` and from
+:meth:`RunConfig.settings`, and the flag is not shown in the web UI (Locust would embed its value in the page).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import re
+import shlex
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "DEFAULT_STEPS",
+    "ConfigError",
+    "Flag",
+    "RunConfig",
+    "add_arguments",
+    "parse_duration_s",
+    "parse_steps",
+]
+
+DEFAULT_STEPS = (8, 16, 32, 64, 128)
+
+
+class ConfigError(ValueError):
+    """A flag value that cannot be used; the message is one line, ready for the user."""
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag: name, default (a string, as the web UI sends strings), env var and help text."""
+
+    name: str
+    default: str | None
+    help: str
+    env_var: str | None = None
+    web_ui: bool = True
+    secret: bool = False
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+
+FLAGS: tuple[Flag, ...] = (
+    Flag(
+        "--model",
+        None,
+        "Model name sent in each request. Default: the embedded simulator's model when no --host is given "
+        "(required with --host).",
+        "LOCUST_LLM_MODEL",
+    ),
+    Flag(
+        "--api-key",
+        None,
+        "API key sent as 'Authorization: Bearer ...'. Prefer the OPENAI_API_KEY environment variable; the key "
+        "never appears in logs, CSVs, reports or the web UI.",
+        "OPENAI_API_KEY",
+        web_ui=False,
+        secret=True,
+    ),
+    Flag("--max-tokens", "128", "max_tokens of each request (integer >= 1).", "LOCUST_LLM_MAX_TOKENS"),
+    Flag(
+        "--steps",
+        ",".join(map(str, DEFAULT_STEPS)),
+        "Concurrency steps: comma-separated, strictly increasing user counts.",
+        "LOCUST_LLM_STEPS",
+    ),
+    Flag(
+        "--step-duration",
+        "30s",
+        "How long each step lasts, e.g. 30s, 2m, 1m30s.",
+        "LOCUST_LLM_STEP_DURATION",
+    ),
+    Flag(
+        "--warmup",
+        "auto",
+        "Samples this long after each step change are kept apart from the steady state: a duration (5s), a share "
+        "of the step (10%), or auto = max(5 s, 10% of the step), at most half the step.",
+        "LOCUST_LLM_WARMUP",
+    ),
+    Flag(
+        "--request-timeout",
+        "120s",
+        "Give up on a request after this long (whole request, from send to the end of the stream).",
+        "LOCUST_LLM_REQUEST_TIMEOUT",
+    ),
+    Flag(
+        "--sim-args",
+        "",
+        "Extra arguments for the embedded simulator started when no --host is given, e.g. '--capacity 16'. "
+        "See 'locust-llm sim --help'.",
+        "LOCUST_LLM_SIM_ARGS",
+        web_ui=False,
+    ),
+)
+
+
+def add_arguments(parser: Any, flags: tuple[Flag, ...] = FLAGS) -> None:
+    """Register ``flags`` on Locust's argument parser (a configargparse parser with web-UI extensions)."""
+    group = parser.add_argument_group("locust-llm", "LLM endpoint load testing (locust-llm)")
+    for flag in flags:
+        kwargs: dict[str, Any] = {"default": flag.default, "help": flag.help, "dest": flag.dest}
+        if flag.env_var:
+            kwargs["env_var"] = flag.env_var
+        action = group.add_argument(flag.name, **kwargs)
+        # what Locust's own add_argument(include_in_web_ui=..., is_secret=...) sets; groups do not take those kwargs
+        action.include_in_web_ui = flag.web_ui
+        action.is_secret = flag.secret
+        action.is_required = False
+        action.is_multiple = False
+
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+_UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+def parse_duration_s(text: str, flag: str) -> float:
+    """Parse ``30``, ``30s``, ``2m``, ``1m30s``, ``500ms`` or ``1.5h`` into seconds (> 0)."""
+    raw = str(text).strip().lower()
+    seconds: float | None = None
+    if re.fullmatch(r"\d+(?:\.\d+)?", raw):
+        seconds = float(raw)
+    elif raw and _DURATION_PART.sub("", raw) == "":
+        seconds = sum(float(n) * _UNIT_S[unit] for n, unit in _DURATION_PART.findall(raw))
+    if seconds is None or not math.isfinite(seconds) or seconds <= 0:
+        raise ConfigError(f"{flag} must be a positive duration like 30s, 2m or 1m30s, got {text!r}")
+    return seconds
+
+
+def parse_steps(text: str, flag: str = "--steps") -> tuple[int, ...]:
+    """Parse ``8,16,32`` into a strictly increasing tuple of positive user counts."""
+    parts = [p.strip() for p in str(text).split(",")]
+    if not parts or not all(re.fullmatch(r"\d+", p) for p in parts):
+        raise ConfigError(f"{flag} must be comma-separated positive integers like 8,16,32, got {text!r}")
+    steps = tuple(int(p) for p in parts)
+    if steps[0] < 1:
+        raise ConfigError(f"{flag} user counts must be >= 1, got {text}")
+    if any(b <= a for a, b in itertools.pairwise(steps)):
+        raise ConfigError(f"{flag} must be strictly increasing, got {text}")
+    return steps
+
+
+def parse_warmup(text: str, flag: str = "--warmup") -> float | str | None:
+    """``auto`` -> None; ``10%`` -> ``"10%"`` (a share of the step); a duration -> seconds."""
+    raw = str(text).strip().lower()
+    if raw in ("", "auto"):
+        return None
+    if raw.endswith("%"):
+        number = raw[:-1].strip()
+        if re.fullmatch(r"\d+(?:\.\d+)?", number) and 0 <= float(number) < 100:
+            return f"{float(number):g}%"
+        raise ConfigError(f"{flag} share must be a percentage in [0, 100), got {text!r}")
+    if raw in ("0", "0s"):
+        return 0.0
+    try:
+        return parse_duration_s(raw, flag)
+    except ConfigError:
+        raise ConfigError(f"{flag} must be auto, a duration like 5s or a share like 10%, got {text!r}") from None
+
+
+def parse_positive_int(text: str, flag: str) -> int:
+    raw = str(text).strip()
+    if not re.fullmatch(r"\d+", raw) or int(raw) < 1:
+        raise ConfigError(f"{flag} must be an integer >= 1, got {text!r}")
+    return int(raw)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a locust-llm run needs, parsed and validated once."""
+
+    model: str | None = None
+    api_key: str | None = field(default=None, repr=False)
+    max_tokens: int = 128
+    steps: tuple[int, ...] = DEFAULT_STEPS
+    step_duration_s: float = 30.0
+    request_timeout_s: float = 120.0
+    warmup: float | str | None = None
+    sim_args: tuple[str, ...] = ()
+
+    @classmethod
+    def from_options(cls, options: Any) -> RunConfig:
+        """Build from Locust's ``parsed_options`` (or any object with the flags' ``dest`` attributes)."""
+        raw = {flag.dest: _raw(options, flag) or "" for flag in FLAGS}
+        return cls(
+            model=raw["model"] or None,
+            api_key=raw["api_key"] or None,
+            max_tokens=parse_positive_int(raw["max_tokens"], "--max-tokens"),
+            steps=parse_steps(raw["steps"]),
+            step_duration_s=parse_duration_s(raw["step_duration"], "--step-duration"),
+            request_timeout_s=parse_duration_s(raw["request_timeout"], "--request-timeout"),
+            warmup=parse_warmup(raw["warmup"]),
+            sim_args=_split_args(raw["sim_args"]),
+        )
+
+    def warmup_s(self, step_duration_s: float | None = None) -> float:
+        """Warm-up excluded after each step change of ``step_duration_s`` (default: ``--step-duration``)."""
+        duration = self.step_duration_s if step_duration_s is None else step_duration_s
+        if isinstance(self.warmup, str):
+            return duration * float(self.warmup[:-1]) / 100.0
+        if self.warmup is not None:
+            return min(self.warmup, duration)
+        return min(max(5.0, 0.1 * duration), 0.5 * duration)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Strings that must never be printed (see :func:`locust_llm.redact.redact`)."""
+        return (self.api_key,) if self.api_key else ()
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings for reports and logs: every field except secrets."""
+        return {
+            "model": self.model,
+            "api_key_set": bool(self.api_key),
+            "max_tokens": self.max_tokens,
+            "steps": list(self.steps),
+            "step_duration_s": self.step_duration_s,
+            "request_timeout_s": self.request_timeout_s,
+            "warmup_s": self.warmup_s(),
+        }
+
+
+def _split_args(text: str) -> tuple[str, ...]:
+    try:
+        return tuple(shlex.split(text or ""))
+    except ValueError as exc:
+        raise ConfigError(f"--sim-args cannot be split into arguments ({exc}), got {text!r}") from None
+
+
+def _raw(options: Any, flag: Flag) -> str | None:
+    value = getattr(options, flag.dest, None)
+    if value is None and flag.secret and flag.env_var:
+        value = os.environ.get(flag.env_var)
+    if value is None:
+        value = flag.default
+    return None if value is None else str(value)

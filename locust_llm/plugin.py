@@ -1,0 +1,279 @@
+"""The Locust adapter: flags, start-up validation, the embedded simulator, recording, and the end-of-run table.
+
+Call :func:`install` once in the locustfile. It registers listeners on Locust's events:
+
+- ``init_command_line_parser``: the flags of :mod:`locust_llm.options`;
+- ``init``: one :class:`LLMRun` per environment; on the master (or the single process) the flags are validated
+  (a bad value exits with code 2 and a one-line error) and, without ``--host``, the embedded simulator starts;
+- ``test_start``: the config is (re)built from the options the run was started with (workers receive them here);
+- ``quitting`` / ``quit``: the per-step table is printed and the simulator stopped.
+"""
+
+from __future__ import annotations
+
+import atexit
+import logging
+import sys
+import time
+import weakref
+from typing import Any
+
+import locust
+from locust.env import Environment
+from locust.exception import StopTest
+from locust.runners import WorkerRunner
+
+from locust_llm.collect.csvfile import steps_csv_path, write_steps_csv
+from locust_llm.collect.rows import StepWindow, format_table, step_rows
+from locust_llm.collect.stats import StatsTable
+from locust_llm.collect.timeline import Timeline
+from locust_llm.metrics import RequestResult
+from locust_llm.options import ConfigError, RunConfig, add_arguments
+from locust_llm.sim.cli import DEFAULT_MODEL as SIM_DEFAULT_MODEL
+from locust_llm.sim.launcher import EmbeddedSim, SimStartError
+
+__all__ = ["LLMError", "LLMRun", "install", "llm_run"]
+
+logger = logging.getLogger("locust_llm")
+
+_RUNS: weakref.WeakKeyDictionary[Environment, LLMRun] = weakref.WeakKeyDictionary()
+_installed: set[int] = set()
+
+
+class LLMError(Exception):
+    """The exception reported on the ``E2E`` event of a failed request; its text is the classified message."""
+
+    def __repr__(self) -> str:  # Locust's failure table shows repr(): keep it to the message itself
+        return str(self)
+
+
+class LLMRun:
+    """Per-environment state of a locust-llm run."""
+
+    def __init__(self, environment: Environment) -> None:
+        self.environment = environment
+        self.config: RunConfig | None = None
+        self.model = SIM_DEFAULT_MODEL
+        self.sim: EmbeddedSim | None = None
+        self.timeline = Timeline()
+        self.table = StatsTable()
+        self.began_ns: int | None = None
+        self.ended_ns: int | None = None
+        self.closed = False
+
+    @property
+    def is_worker(self) -> bool:
+        return isinstance(self.environment.runner, WorkerRunner)
+
+    def require_config(self) -> RunConfig:
+        if self.config is None:
+            self.configure()
+        assert self.config is not None
+        return self.config
+
+    def configure(self) -> RunConfig:
+        """(Re)build the config from the environment's parsed options; raises :class:`ConfigError`."""
+        options = self.environment.parsed_options
+        config = RunConfig.from_options(options)
+        host = self.environment.host
+        if config.model is None and host and (self.sim is None or host != self.sim.url):
+            raise ConfigError(f"--model is required with --host (e.g. --model grok-4), got --host {host}")
+        self.config = config
+        self.model = config.model or SIM_DEFAULT_MODEL
+        return config
+
+    # -- recording ---------------------------------------------------------------------------------------------
+
+    def record(self, result: RequestResult) -> None:
+        """File ``result`` under its step and fire the Locust events ``TTFT``, ``ITL`` and ``E2E``."""
+        if self.closed:
+            return
+        self.table.add(result, self.timeline.locate)
+        fire = self.environment.events.request.fire
+        model = result.model
+        ttft = result.ttft_ns
+        if ttft is not None:
+            fire(
+                request_type="TTFT",
+                name=model,
+                response_time=ttft / 1e6,
+                response_length=result.prompt_tokens,
+                exception=None,
+                context={},
+            )
+            for gap in result.itl_gaps_ns():
+                fire(
+                    request_type="ITL",
+                    name=model,
+                    response_time=gap / 1e6,
+                    response_length=0,
+                    exception=None,
+                    context={},
+                )
+        fire(
+            request_type="E2E",
+            name=model,
+            response_time=result.e2e_ns / 1e6,
+            response_length=result.completion_tokens,
+            exception=None if result.ok else LLMError(result.error),
+            context={},
+        )
+
+    # -- steps -------------------------------------------------------------------------------------------------
+
+    def begin_step(self, step: int, users: int, step_duration_s: float | None = None) -> None:
+        """Stamp the start of step number ``step`` (from 1) with ``users`` users."""
+        now = time.perf_counter_ns()
+        if self.began_ns is None:
+            self.began_ns = now
+        warmup_s = self.require_config().warmup_s(step_duration_s)
+        self.timeline.begin(step, users, now, int(warmup_s * 1e9))
+        logger.info("step %d: %d users (warm-up %.1f s)", step, users, warmup_s)
+
+    def end(self) -> None:
+        if self.ended_ns is None:
+            self.ended_ns = time.perf_counter_ns()
+
+    def windows(self) -> list[StepWindow]:
+        marks = self.timeline.marks
+        if not marks or self.began_ns is None:
+            return []
+        end_ns = self.ended_ns or time.perf_counter_ns()
+        out = []
+        for i, mark in enumerate(marks):
+            until = marks[i + 1].began_ns if i + 1 < len(marks) else end_ns
+            start = mark.began_ns + mark.warmup_ns
+            out.append(
+                StepWindow(
+                    step=mark.step,
+                    users=mark.users,
+                    start_s=(start - self.began_ns) / 1e9,
+                    duration_s=max(0.0, (until - start) / 1e9),
+                    warmup_s=mark.warmup_ns / 1e9,
+                )
+            )
+        return out
+
+    def rows(self) -> list[dict[str, Any]]:
+        return step_rows(self.table, self.windows())
+
+    # -- embedded simulator ------------------------------------------------------------------------------------
+
+    def start_sim(self, extra_args: tuple[str, ...]) -> str:
+        self.sim = EmbeddedSim(list(extra_args))
+        atexit.register(self.sim.stop)
+        url = self.sim.start()
+        logger.info(
+            "No --host given: started the embedded simulated LLM server at %s (model '%s'). "
+            "Pass --host and --model to test a real endpoint.",
+            url,
+            self.model,
+        )
+        return url
+
+    def stop_sim(self) -> None:
+        if self.sim is not None:
+            self.sim.stop()
+
+
+def llm_run(environment: Environment) -> LLMRun:
+    """The :class:`LLMRun` of ``environment``; a clear error if :func:`install` was not called."""
+    run = _RUNS.get(environment)
+    if run is None:
+        raise StopTest(
+            "locust-llm is not installed in this locustfile: add 'import locust_llm; locust_llm.install()' to it."
+        )
+    return run
+
+
+def _fail_startup(message: str) -> None:
+    sys.stderr.write(f"locust-llm: error: {message}\n")
+    sys.exit(2)
+
+
+def _sim_model(extra_args: tuple[str, ...]) -> str:
+    for i, arg in enumerate(extra_args):
+        if arg == "--model" and i + 1 < len(extra_args):
+            return extra_args[i + 1]
+        if arg.startswith("--model="):
+            return arg.split("=", 1)[1]
+    return SIM_DEFAULT_MODEL
+
+
+def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> None:
+    run = _RUNS[environment] = LLMRun(environment)
+    if isinstance(runner, WorkerRunner):
+        return
+    try:
+        config = RunConfig.from_options(environment.parsed_options)
+    except ConfigError as exc:
+        _fail_startup(str(exc))
+        return
+    if not environment.host:
+        if config.model is not None and config.model != _sim_model(config.sim_args):
+            _fail_startup(
+                f"--model {config.model} was given without --host; the embedded simulator serves "
+                f"'{_sim_model(config.sim_args)}'. Pass --host URL to test a real endpoint."
+            )
+        run.model = _sim_model(config.sim_args)
+        try:
+            environment.host = run.start_sim(config.sim_args)
+        except SimStartError as exc:
+            _fail_startup(f"{exc}; check --sim-args {' '.join(config.sim_args)!r} with 'locust-llm sim --help'")
+        if environment.parsed_options is not None:
+            environment.parsed_options.model = run.model  # workers learn the model from the spawn message
+    try:
+        run.configure()
+    except ConfigError as exc:
+        run.stop_sim()
+        _fail_startup(str(exc))
+
+
+def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
+    run = _RUNS.get(environment)
+    if run is None:
+        return
+    try:
+        run.configure()
+    except ConfigError as exc:
+        logger.error("locust-llm: %s", exc)
+        if environment.runner is not None and not run.is_worker:
+            environment.runner.quit()
+        return
+    if not run.is_worker:
+        run.closed = False
+
+
+def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
+    run = _RUNS.get(environment)
+    if run is None or run.is_worker:
+        return
+    run.end()
+    run.closed = True
+    prefix = getattr(environment.parsed_options, "csv_prefix", None)
+    if prefix:
+        write_steps_csv(steps_csv_path(prefix), run.rows())
+
+
+def _on_quit(**_kwargs: Any) -> None:
+    for run in list(_RUNS.values()):
+        if run.is_worker:
+            continue
+        rows = run.rows()
+        if rows:
+            print("\nlocust-llm per-step results (steady state; warm-up after each step change excluded)")
+            print(format_table(rows), flush=True)
+        run.stop_sim()
+
+
+def install(events: Any = None) -> None:
+    """Register locust-llm's flags and event listeners (idempotent). Call once from the locustfile."""
+    events = events or locust.events
+    if id(events) in _installed:
+        return
+    _installed.add(id(events))
+    events.init_command_line_parser.add_listener(add_arguments)
+    events.init.add_listener(_on_init)
+    events.test_start.add_listener(_on_test_start)
+    events.quitting.add_listener(_on_quitting)
+    events.quit.add_listener(_on_quit)

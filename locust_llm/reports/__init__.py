@@ -1,0 +1,1 @@
+"""Reports: per-step tables, knee points, SLA capacity, cost, HTML and JSON."""

@@ -1,0 +1,1 @@
+"""Load shapes: pure step plans (:mod:`.plan`) and the thin Locust shape classes around them."""

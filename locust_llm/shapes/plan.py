@@ -1,0 +1,63 @@
+"""Pure step plans: the target number of users as a function of elapsed seconds. No Locust, no clock.
+
+A :class:`StepPlan` with steps ``(u0, u1, ..., un)`` and step length ``d`` seconds holds ``u_i`` users during
+``[i*d, (i+1)*d)`` and ends at ``(n+1)*d``. Boundaries belong to the step that starts there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Step", "StepPlan"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """Step number ``index`` (0-based): ``users`` concurrent users from ``start_s`` for ``duration_s`` seconds."""
+
+    index: int
+    users: int
+    start_s: float
+    duration_s: float
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.duration_s
+
+
+@dataclass(frozen=True)
+class StepPlan:
+    steps: tuple[int, ...]
+    step_duration_s: float
+
+    def __post_init__(self) -> None:
+        if not self.steps:
+            raise ValueError("a step plan needs at least one step")
+        if self.step_duration_s <= 0:
+            raise ValueError(f"step duration must be > 0, got {self.step_duration_s}")
+
+    @property
+    def total_s(self) -> float:
+        return len(self.steps) * self.step_duration_s
+
+    def step(self, index: int) -> Step:
+        return Step(index, self.steps[index], index * self.step_duration_s, self.step_duration_s)
+
+    def step_at(self, elapsed_s: float) -> Step | None:
+        """The step in force ``elapsed_s`` seconds after the start; ``None`` once the plan is over."""
+        if elapsed_s < 0:
+            elapsed_s = 0.0
+        index = int(elapsed_s // self.step_duration_s)
+        if index >= len(self.steps):
+            return None
+        return self.step(index)
+
+    def users_at(self, elapsed_s: float) -> int | None:
+        """Target users at ``elapsed_s``; ``None`` once the plan is over (the run should stop)."""
+        step = self.step_at(elapsed_s)
+        return None if step is None else step.users
+
+    def spawn_rate(self, index: int) -> float:
+        """Users per second that reach step ``index`` within about one second (Locust needs a rate > 0)."""
+        previous = self.steps[index - 1] if index > 0 else 0
+        return float(max(1, abs(self.steps[index] - previous)))

@@ -1,0 +1,40 @@
+"""``StepShape``: steps concurrency through ``--steps`` (8 -> 16 -> 32 -> 64 -> 128 by default)."""
+
+from __future__ import annotations
+
+from locust import LoadTestShape
+
+from locust_llm.plugin import llm_run
+from locust_llm.shapes.plan import StepPlan
+
+__all__ = ["StepShape"]
+
+
+class StepShape(LoadTestShape):
+    """Holds each of ``--steps`` users for ``--step-duration``, then stops (headless: quits).
+
+    ``tick()`` runs on the master (or the single process) only; each step change is stamped there and, in a
+    distributed run, sent to the workers.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._index: int | None = None
+
+    def reset_time(self) -> None:
+        super().reset_time()
+        self._index = None
+
+    def tick(self) -> tuple[int, float] | None:
+        assert self.runner is not None
+        run = llm_run(self.runner.environment)
+        config = run.require_config()
+        plan = StepPlan(config.steps, config.step_duration_s)
+        step = plan.step_at(self.get_run_time())
+        if step is None:
+            run.end()
+            return None
+        if step.index != self._index:
+            self._index = step.index
+            run.begin_step(step.index + 1, step.users, plan.step_duration_s)
+        return step.users, plan.spawn_rate(step.index)

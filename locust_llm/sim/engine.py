@@ -1,0 +1,176 @@
+"""Pure engine models of an LLM server: which token of which sequence is emitted when. No I/O, no clock.
+
+Every engine has the same small interface, driven by the HTTP front with a monotonic clock in nanoseconds:
+
+- ``submit(seq, now_ns)``: a request arrives;
+- ``cancel(seq_id, now_ns)``: the client went away;
+- ``next_event_ns()``: when the next token is due (``None`` when idle);
+- ``advance(now_ns)``: every token due at or before ``now_ns``, in time order, as :class:`Emission` s.
+
+Scheduled times are the ground truth: they depend only on the arrivals and the parameters, never on how late the
+driver calls ``advance``.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Protocol
+
+__all__ = ["Emission", "Engine", "PacingEngine", "PacingParams", "SeqRequest"]
+
+NS_PER_MS = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class SeqRequest:
+    """One generation request: ``output_tokens`` tokens will be generated after a prompt of ``prompt_tokens``."""
+
+    seq_id: int
+    prompt_tokens: int
+    output_tokens: int
+    cached_prompt_tokens: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Emission:
+    """Token ``index`` (0-based) of sequence ``seq_id``, scheduled at ``at_ns``; ``last`` ends the sequence."""
+
+    seq_id: int
+    index: int
+    at_ns: int
+    last: bool
+
+
+class Engine(Protocol):
+    def submit(self, seq: SeqRequest, now_ns: int) -> None: ...
+
+    def cancel(self, seq_id: int, now_ns: int) -> None: ...
+
+    def next_event_ns(self) -> int | None: ...
+
+    def advance(self, now_ns: int) -> list[Emission]: ...
+
+
+@dataclass(frozen=True)
+class PacingParams:
+    """A fixed-latency server with at most ``capacity`` sequences generating at once; the rest wait (FIFO).
+
+    For an admitted sequence: token 0 at ``admit + ttft_ms``, token k at ``admit + ttft_ms + k * itl_ms``.
+    """
+
+    ttft_ms: float = 200.0
+    itl_ms: float = 20.0
+    capacity: int = 32
+
+    def __post_init__(self) -> None:
+        if self.ttft_ms < 0 or self.itl_ms < 0:
+            raise ValueError("ttft_ms and itl_ms must be >= 0")
+        if self.capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {self.capacity}")
+
+    def service_s(self, output_tokens: int) -> float:
+        """Time a sequence holds a slot: ``ttft + (n - 1) * itl``."""
+        return (self.ttft_ms + max(0, output_tokens - 1) * self.itl_ms) / 1000.0
+
+    def steady_ttft_s(self, users: int, output_tokens: int) -> float:
+        """Expected TTFT with ``users`` closed-loop clients (no think time) each asking for ``output_tokens``.
+
+        Below capacity ``TTFT = ttft``. Above it, throughput is ``X = capacity / S`` (``S`` = :meth:`service_s`) and
+        by Little's law each request spends ``R = users / X`` in the system, so ``TTFT = R - (n - 1) * itl``.
+        """
+        if users <= self.capacity:
+            return self.ttft_ms / 1000.0
+        response_s = users * self.service_s(output_tokens) / self.capacity
+        return response_s - max(0, output_tokens - 1) * self.itl_ms / 1000.0
+
+    @property
+    def saturation_users(self) -> int:
+        """Concurrency at which requests start to queue (the knee)."""
+        return self.capacity
+
+
+@dataclass
+class _Running:
+    seq: SeqRequest
+    admitted_ns: int
+    next_index: int = 0
+
+
+@dataclass
+class PacingEngine:
+    """See :class:`PacingParams`. Counters: ``admitted``, ``queued`` (had to wait), ``finished``, ``cancelled``."""
+
+    params: PacingParams = field(default_factory=PacingParams)
+    admitted: int = 0
+    queued: int = 0
+    finished: int = 0
+    cancelled: int = 0
+
+    def __post_init__(self) -> None:
+        self._running: dict[int, _Running] = {}
+        self._waiting: deque[SeqRequest] = deque()
+        self._heap: list[tuple[int, int]] = []  # (due_ns, seq_id); stale entries are skipped
+        self._ttft_ns = round(self.params.ttft_ms * NS_PER_MS)
+        self._itl_ns = round(self.params.itl_ms * NS_PER_MS)
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    @property
+    def waiting(self) -> int:
+        return len(self._waiting)
+
+    def submit(self, seq: SeqRequest, now_ns: int) -> None:
+        if len(self._running) < self.params.capacity:
+            self._admit(seq, now_ns)
+        else:
+            self.queued += 1
+            self._waiting.append(seq)
+
+    def cancel(self, seq_id: int, now_ns: int) -> None:
+        if self._running.pop(seq_id, None) is not None:
+            self.cancelled += 1
+            self._admit_waiting(now_ns)
+            return
+        for seq in self._waiting:
+            if seq.seq_id == seq_id:
+                self._waiting.remove(seq)
+                self.cancelled += 1
+                return
+
+    def next_event_ns(self) -> int | None:
+        heap = self._heap
+        while heap and heap[0][1] not in self._running:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
+
+    def advance(self, now_ns: int) -> list[Emission]:
+        out: list[Emission] = []
+        heap = self._heap
+        while heap and heap[0][0] <= now_ns:
+            due_ns, seq_id = heapq.heappop(heap)
+            run = self._running.get(seq_id)
+            if run is None:
+                continue
+            last = run.next_index >= run.seq.output_tokens - 1
+            out.append(Emission(seq_id, run.next_index, due_ns, last))
+            if last:
+                del self._running[seq_id]
+                self.finished += 1
+                self._admit_waiting(due_ns)
+            else:
+                run.next_index += 1
+                heapq.heappush(heap, (due_ns + self._itl_ns, seq_id))
+        return out
+
+    def _admit(self, seq: SeqRequest, at_ns: int) -> None:
+        self.admitted += 1
+        self._running[seq.seq_id] = _Running(seq, at_ns)
+        heapq.heappush(self._heap, (at_ns + self._ttft_ns, seq.seq_id))
+
+    def _admit_waiting(self, at_ns: int) -> None:
+        while self._waiting and len(self._running) < self.params.capacity:
+            self._admit(self._waiting.popleft(), at_ns)

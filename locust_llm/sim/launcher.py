@@ -1,0 +1,86 @@
+"""Start and stop the simulator as a child process (the embedded default target of a run without ``--host``).
+
+The child runs in its own session, so a Ctrl-C in the terminal reaches Locust, which stops it in order; it also
+exits by itself when its parent disappears (``--parent-pid``), so even a SIGKILLed Locust leaves nothing behind.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+
+__all__ = ["EmbeddedSim", "SimStartError"]
+
+_READY = re.compile(r"listening on (http://\S+)")
+
+
+class SimStartError(RuntimeError):
+    pass
+
+
+class EmbeddedSim:
+    def __init__(self, extra_args: list[str] | None = None, host: str = "127.0.0.1") -> None:
+        self.extra_args = list(extra_args or [])
+        self.host = host
+        self.url: str | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def command(self) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "locust_llm.sim",
+            "--host",
+            self.host,
+            "--port",
+            "0",
+            "--parent-pid",
+            str(os.getpid()),
+            *self.extra_args,
+        ]
+
+    def start(self, timeout_s: float = 30.0) -> str:
+        """Start the simulator and return its base URL (``http://127.0.0.1:PORT/v1``)."""
+        self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE, start_new_session=True)
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout_s
+        line = b""
+        while time.monotonic() < deadline:
+            line = self._readline(deadline - time.monotonic())
+            if not line:
+                break
+            match = _READY.search(line.decode("utf-8", "replace"))
+            if match:
+                self.url = match.group(1)
+                return self.url
+        code = self.process.poll()
+        self.stop()
+        if code is not None:
+            raise SimStartError(f"the embedded simulator exited with code {code} before it was ready")
+        raise SimStartError(f"the embedded simulator did not start within {timeout_s:g} s")
+
+    def _readline(self, timeout_s: float) -> bytes:
+        assert self.process is not None and self.process.stdout is not None
+        try:
+            import gevent
+
+            with gevent.Timeout(max(0.01, timeout_s), False):
+                return self.process.stdout.readline()
+            return b""
+        except ImportError:  # pragma: no cover - outside gevent the blocking read is fine
+            return self.process.stdout.readline()
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        process.terminate()
+        try:
+            process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()

@@ -1,0 +1,206 @@
+"""Server-sent events: a pure, incremental decoder and the parsing of OpenAI chat-completion chunks.
+
+No I/O here: bytes go in, events come out. The decoder follows the WHATWG "event stream" rules:
+
+- a line ends at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (a ``\\r\\n`` split across two feeds is one ending);
+- ``:`` starts a comment line, which is ignored;
+- ``field: value`` (one leading space of the value is dropped); ``data`` lines of one event are joined with ``\\n``;
+- a blank line dispatches the event; an event whose data buffer is empty is not dispatched.
+
+One leniency: :meth:`SSEDecoder.finish` dispatches a last event that was not followed by a blank line, because some
+servers end the stream right after their final ``data:`` line.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+__all__ = ["ChatChunk", "MalformedChunk", "SSEDecoder", "SSEEvent", "parse_chunk"]
+
+
+@dataclass(frozen=True, slots=True)
+class SSEEvent:
+    """One dispatched event. ``data`` is the raw bytes of the joined ``data`` lines."""
+
+    data: bytes
+    event: str = "message"
+    id: str | None = None
+
+
+class SSEDecoder:
+    """Incremental SSE decoder: :meth:`feed` any split of a byte stream and get the same events.
+
+    :meth:`feed_line` is the cheaper entry point when the caller already reads line by line (the hot path of the
+    streaming user reads with ``readline(b"\\n")``).
+    """
+
+    __slots__ = ("_data", "_event", "_id", "_partial", "_pending_cr")
+
+    def __init__(self) -> None:
+        self._partial = b""
+        self._pending_cr = False
+        self._data: list[bytes] = []
+        self._event = ""
+        self._id: str | None = None
+
+    def feed(self, chunk: bytes) -> list[SSEEvent]:
+        """Decode ``chunk`` and return the events it completes, in order."""
+        events: list[SSEEvent] = []
+        if not chunk:
+            return events
+        if self._pending_cr and chunk.startswith(b"\n"):
+            chunk = chunk[1:]
+        self._pending_cr = chunk.endswith(b"\r")
+        buf = self._partial + chunk
+        lines = buf.replace(b"\r\n", b"\n").replace(b"\r", b"\n").split(b"\n")
+        self._partial = lines.pop()
+        for line in lines:
+            event = self.feed_line(line)
+            if event is not None:
+                events.append(event)
+        return events
+
+    def feed_line(self, line: bytes) -> SSEEvent | None:
+        """Process one line (a trailing ``\\n``/``\\r\\n`` is allowed) and return the event it dispatches, if any."""
+        if line.endswith(b"\n"):
+            line = line[:-2] if line.endswith(b"\r\n") else line[:-1]
+        elif line.endswith(b"\r"):
+            line = line[:-1]
+        if not line:
+            return self._dispatch()
+        if line.startswith(b"data:"):
+            value = line[5:]
+            self._data.append(value[1:] if value.startswith(b" ") else value)
+            return None
+        if line.startswith(b":"):
+            return None
+        name, sep, value = line.partition(b":")
+        if sep and value.startswith(b" "):
+            value = value[1:]
+        if name == b"event":
+            self._event = value.decode("utf-8", "replace")
+        elif name == b"id" and b"\0" not in value:
+            self._id = value.decode("utf-8", "replace")
+        elif name == b"data":  # a bare "data" line without a colon carries an empty value
+            self._data.append(b"")
+        return None
+
+    def finish(self) -> list[SSEEvent]:
+        """End of stream: process a last unterminated line and dispatch a pending event (see module docstring)."""
+        events: list[SSEEvent] = []
+        if self._partial:
+            event = self.feed_line(self._partial)
+            self._partial = b""
+            if event is not None:
+                events.append(event)
+        event = self._dispatch()
+        if event is not None:
+            events.append(event)
+        return events
+
+    def _dispatch(self) -> SSEEvent | None:
+        if not self._data:
+            self._event = ""
+            return None
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        event = SSEEvent(data, self._event or "message", self._id)
+        self._data = []
+        self._event = ""
+        return event
+
+
+class MalformedChunk(ValueError):
+    """A ``data:`` payload that is not a chat-completion chunk (bad JSON or wrong shape)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChatChunk:
+    """What one ``data:`` payload of a chat-completion stream says.
+
+    ``has_token`` is true when any choice's delta carries generated text (``content``, ``reasoning_content``,
+    ``reasoning``, or ``tool_calls``); the role-only first chunk (``{"role": "assistant", "content": ""}``) has none.
+    """
+
+    has_token: bool = False
+    finish_reason: str | None = None
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    error: str | None = None
+    done: bool = False
+
+
+_DONE = ChatChunk(done=True)
+_EMPTY = ChatChunk()
+_TOKEN = ChatChunk(has_token=True)
+_TOKEN_FIELDS = ("content", "reasoning_content", "reasoning", "tool_calls")
+
+
+def parse_chunk(data: bytes) -> ChatChunk:
+    """Parse one SSE ``data`` payload of ``/chat/completions`` with ``stream: true``.
+
+    Handles content deltas, ``finish_reason``, the final ``usage`` chunk (``choices: []``), ``[DONE]`` and error
+    objects sent inside the stream (``{"error": {"message": ...}}``). Raises :class:`MalformedChunk` otherwise.
+    """
+    if data == b"[DONE]":
+        return _DONE
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedChunk(f"invalid JSON in stream chunk: {_preview(data)}") from exc
+    if not isinstance(obj, dict):
+        raise MalformedChunk(f"stream chunk is not a JSON object: {_preview(data)}")
+    if obj.get("error"):
+        return ChatChunk(error=_error_message(obj["error"]))
+    choices = obj.get("choices")
+    usage = obj.get("usage")
+    if choices is None and usage is None:
+        raise MalformedChunk(f"stream chunk has neither 'choices' nor 'usage': {_preview(data)}")
+    has_token, finish_reason = _scan_choices(choices, data)
+    if usage:
+        return ChatChunk(
+            has_token=has_token,
+            finish_reason=finish_reason,
+            prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
+            completion_tokens=_int_or_none(usage.get("completion_tokens")),
+        )
+    if finish_reason is None:
+        return _TOKEN if has_token else _EMPTY
+    return ChatChunk(has_token=has_token, finish_reason=finish_reason)
+
+
+def _scan_choices(choices: Any, data: bytes) -> tuple[bool, str | None]:
+    if not choices:
+        return False, None
+    if not isinstance(choices, list):
+        raise MalformedChunk(f"'choices' is not a list: {_preview(data)}")
+    has_token = False
+    finish_reason = None
+    for choice in choices:
+        if not isinstance(choice, dict):
+            raise MalformedChunk(f"a choice is not an object: {_preview(data)}")
+        delta = choice.get("delta") or {}
+        if isinstance(delta, dict) and any(delta.get(field) for field in _TOKEN_FIELDS):
+            has_token = True
+        if choice.get("finish_reason"):
+            finish_reason = str(choice["finish_reason"])
+    return has_token, finish_reason
+
+
+def _error_message(error: Any) -> str:
+    if isinstance(error, dict):
+        message = error.get("message") or error.get("type") or error
+        code = error.get("code")
+        return f"{message} (code {code})" if code else str(message)
+    return str(error)
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _preview(data: bytes, limit: int = 120) -> str:
+    text = data[:limit].decode("utf-8", "replace")
+    return text + ("..." if len(data) > limit else "")

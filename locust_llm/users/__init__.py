@@ -1,0 +1,1 @@
+"""Locust user classes that stream chat completions and time them."""

@@ -1,0 +1,1 @@
+"""What is sent: prompt sources and request bodies."""

@@ -1,0 +1,62 @@
+"""A short headless sweep against the embedded simulator, checked against the simulator's known TTFT/ITL."""
+
+import pytest
+
+from tests.support.procs import read_csv, run_locust
+
+TTFT_MS, ITL_MS, MAX_TOKENS = 150.0, 10.0, 16
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("sweep")
+    proc = run_locust(
+        "--headless",
+        "--csv",
+        str(out / "run"),
+        "--steps",
+        "2,4,8",
+        "--step-duration",
+        "5s",
+        "--max-tokens",
+        str(MAX_TOKENS),
+        "--sim-args",
+        f"--ttft-ms {TTFT_MS} --itl-ms {ITL_MS} --capacity 64",
+        cwd=out,
+    )
+    return proc, out
+
+
+def test_run_finishes_cleanly(sweep):
+    proc, _ = sweep
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    assert "started the embedded simulated LLM server at http://127.0.0.1:" in proc.stderr
+
+
+def test_locust_csv_has_ttft_itl_and_e2e_rows(sweep):
+    _, out = sweep
+    rows = {(r["Type"], r["Name"]): r for r in read_csv(out / "run_stats.csv")}
+    assert {("TTFT", "sim-llm"), ("ITL", "sim-llm"), ("E2E", "sim-llm")} <= set(rows)
+    e2e, itl, ttft = rows[("E2E", "sim-llm")], rows[("ITL", "sim-llm")], rows[("TTFT", "sim-llm")]
+    n = int(e2e["Request Count"])
+    assert n > 10 and int(e2e["Failure Count"]) == 0
+    # every request streamed MAX_TOKENS tokens: MAX_TOKENS - 1 gaps each, one TTFT each
+    assert int(itl["Request Count"]) == n * (MAX_TOKENS - 1)
+    assert int(ttft["Request Count"]) == n
+    assert float(e2e["Average Content Size"]) == MAX_TOKENS
+
+
+def test_per_step_numbers_match_the_simulator_truth(sweep):
+    proc, out = sweep
+    rows = read_csv(out / "run_llm_steps.csv")
+    assert [int(r["users"]) for r in rows] == [2, 4, 8]
+    for row in rows:
+        # the simulator emits within +-0.5 ms of schedule; the histogram adds <= 0.8 %; the client adds a little
+        # network and scheduling delay on a busy 2-core machine, hence the asymmetric bounds
+        assert TTFT_MS - 3 <= float(row["ttft_p50_ms"]) <= TTFT_MS + 40, row
+        assert ITL_MS - 1.5 <= float(row["itl_p50_ms"]) <= ITL_MS + 5, row
+        assert int(row["errors"]) == 0
+        assert int(row["completion_tokens"]) == int(row["ok"]) * MAX_TOKENS
+    assert "locust-llm per-step results" in proc.stdout
+    assert "TTFT p99 ms" in proc.stdout

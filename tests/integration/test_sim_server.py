@@ -1,0 +1,96 @@
+"""The simulator's HTTP front, over real sockets: OpenAI's streaming format, errors, and its own stats."""
+
+import http.client
+import json
+from urllib.parse import urlsplit
+
+import pytest
+
+from tests.support.procs import sim
+
+
+@pytest.fixture(scope="module")
+def base():
+    with sim("--ttft-ms", "20", "--itl-ms", "2", "--capacity", "4", "--context-tokens", "200") as url:
+        yield url
+
+
+def post(base, body, path="/chat/completions"):
+    parts = urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+    conn.request("POST", parts.path + path, raw, {"Content-Type": "application/json"})
+    resp = conn.getresponse()
+    data = resp.read()
+    conn.close()
+    return resp, data
+
+
+def get(base, path):
+    parts = urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn.request("GET", path)
+    resp = conn.getresponse()
+    data = json.loads(resp.read())
+    conn.close()
+    return resp.status, data
+
+
+CHAT = {"model": "sim-llm", "messages": [{"role": "user", "content": "Hello there"}], "max_tokens": 3}
+
+
+def test_stream_has_openai_shape_role_content_finish_usage_done(base):
+    resp, data = post(base, {**CHAT, "stream": True, "stream_options": {"include_usage": True}})
+    assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/event-stream")
+    events = data.split(b"\n\n")
+    assert events[-1] == b"" and events[-2] == b"data: [DONE]"
+    chunks = [json.loads(e[len(b"data: ") :]) for e in events[:-2]]
+    assert all(set(c) == {"id", "object", "created", "model", "system_fingerprint", "choices", "usage"} for c in chunks)
+    assert len({c["id"] for c in chunks}) == 1 and chunks[0]["object"] == "chat.completion.chunk"
+    assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    contents = [c["choices"][0]["delta"]["content"] for c in chunks[1:4]]
+    assert len(contents) == 3 and all(isinstance(t, str) and t for t in contents)
+    assert chunks[4]["choices"][0] == {"index": 0, "delta": {}, "logprobs": None, "finish_reason": "length"}
+    assert chunks[5]["choices"] == [] and chunks[5]["usage"]["completion_tokens"] == 3
+    assert chunks[5]["usage"]["total_tokens"] == chunks[5]["usage"]["prompt_tokens"] + 3
+    assert all(c["usage"] is None for c in chunks[:5])
+
+
+def test_stream_without_include_usage_has_no_usage_field(base):
+    _, data = post(base, {**CHAT, "stream": True})
+    chunks = [json.loads(e[6:]) for e in data.split(b"\n\n")[:-2]]
+    assert all("usage" not in c for c in chunks) and len(chunks) == 5
+
+
+def test_non_streaming_completion(base):
+    resp, data = post(base, CHAT)
+    body = json.loads(data)
+    assert resp.status == 200 and body["object"] == "chat.completion"
+    assert body["usage"]["completion_tokens"] == 3 and body["choices"][0]["message"]["role"] == "assistant"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code", "param"),
+    [
+        (b"{not json", 400, None, None),
+        ({"model": "sim-llm"}, 400, None, "messages"),
+        ({**CHAT, "model": "nope"}, 404, "model_not_found", "model"),
+        ({**CHAT, "max_tokens": 0}, 400, None, "max_tokens"),
+        ({**CHAT, "max_tokens": 500}, 400, "context_length_exceeded", "messages"),
+    ],
+)
+def test_bad_requests_get_openai_style_errors(base, body, status, code, param):
+    resp, data = post(base, body)
+    error = json.loads(data)["error"]
+    assert resp.status == status
+    assert error["type"] == "invalid_request_error" and error["message"]
+    assert (error["code"], error["param"]) == (code, param)
+
+
+def test_models_health_and_stats(base):
+    assert get(base, "/v1/models")[1]["data"][0]["id"] == "sim-llm"
+    assert get(base, "/health") == (200, {"status": "ok"})
+    status, stats = get(base, "/sim/stats")
+    assert status == 200
+    assert stats["truth"]["sim-llm"]["saturation_users"] == 4
+    assert stats["models"]["sim-llm"]["finished"] >= 1

@@ -1,0 +1,64 @@
+"""Real processes on 127.0.0.1 for integration tests: Locust runs, the simulator, small misbehaving servers."""
+
+from __future__ import annotations
+
+import csv
+import os
+import re
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+LOCUSTFILE = ROOT / "locustfile.py"
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCUST_", "OPENAI_"))}
+    env.update(extra)
+    return env
+
+
+def run_locust(*args: str, cwd: Path, timeout_s: float = 180, env: dict[str, str] | None = None):
+    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, env=env or clean_env())
+
+
+@contextmanager
+def server(*cmd: str, ready: str = r"listening on (http://\S+)", timeout_s: float = 30) -> Iterator[str]:
+    """Start ``cmd``, wait for a line matching ``ready`` on stdout, yield its URL, stop it afterwards."""
+    proc = subprocess.Popen(list(cmd), stdout=subprocess.PIPE, text=True, cwd=ROOT)
+    try:
+        deadline = time.monotonic() + timeout_s
+        assert proc.stdout is not None
+        while time.monotonic() < deadline:
+            line = proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"{cmd} exited with {proc.wait()} before it was ready")
+            match = re.search(ready, line)
+            if match:
+                yield match.group(1)
+                break
+        else:
+            raise RuntimeError(f"{cmd} was not ready within {timeout_s} s")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
+
+def sim(*args: str):
+    return server(sys.executable, "-m", "locust_llm.sim", "--port", "0", *args)
+
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))

@@ -1,0 +1,94 @@
+from types import SimpleNamespace
+
+import pytest
+
+from locust_llm.options import FLAGS, ConfigError, RunConfig, parse_duration_s, parse_steps
+
+
+def options(**overrides):
+    values = {flag.dest: flag.default for flag in FLAGS}
+    values.update(overrides)
+    return SimpleNamespace(**values)
+
+
+def test_defaults():
+    config = RunConfig.from_options(options())
+    assert config.steps == (8, 16, 32, 64, 128)
+    assert (config.max_tokens, config.step_duration_s, config.request_timeout_s) == (128, 30.0, 120.0)
+    assert config.model is None and config.api_key is None
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30", 30.0), ("30s", 30.0), ("2m", 120.0), ("1m30s", 90.0), ("500ms", 0.5), ("1.5h", 5400.0)],
+)
+def test_durations(text, seconds):
+    assert parse_duration_s(text, "--x") == seconds
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"steps": "8,16,16"}, "--steps must be strictly increasing, got 8,16,16"),
+        ({"steps": "8,x"}, "--steps must be comma-separated positive integers like 8,16,32, got '8,x'"),
+        ({"steps": "0,8"}, "--steps user counts must be >= 1, got 0,8"),
+        (
+            {"step_duration": "soon"},
+            "--step-duration must be a positive duration like 30s, 2m or 1m30s, got 'soon'",
+        ),
+        ({"step_duration": "0s"}, "--step-duration must be a positive duration"),
+        ({"max_tokens": "0"}, "--max-tokens must be an integer >= 1, got '0'"),
+        ({"request_timeout": "-3"}, "--request-timeout must be a positive duration"),
+        ({"warmup": "150%"}, "--warmup share must be a percentage in [0, 100), got '150%'"),
+        ({"warmup": "later"}, "--warmup must be auto, a duration like 5s or a share like 10%, got 'later'"),
+        ({"sim_args": "--capacity 'x"}, "--sim-args cannot be split"),
+    ],
+)
+def test_bad_values_give_one_line_errors_naming_flag_value_and_allowed(overrides, message):
+    with pytest.raises(ConfigError) as info:
+        RunConfig.from_options(options(**overrides))
+    assert str(info.value).startswith(message)
+    assert "\n" not in str(info.value)
+
+
+def test_steps_parse():
+    assert parse_steps(" 1, 2 ,4") == (1, 2, 4)
+
+
+@pytest.mark.parametrize(
+    ("warmup", "step_s", "expected"),
+    [
+        ("auto", 30, 5.0),
+        ("auto", 120, 12.0),
+        ("auto", 6, 3.0),
+        ("10%", 30, 3.0),
+        ("2s", 30, 2.0),
+        ("0", 30, 0.0),
+    ],
+)
+def test_warmup(warmup, step_s, expected):
+    config = RunConfig.from_options(options(warmup=warmup, step_duration=str(step_s)))
+    assert config.warmup_s() == pytest.approx(expected)
+
+
+def test_api_key_is_kept_out_of_repr_and_settings(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    config = RunConfig.from_options(options(api_key="sk-secret-123"))
+    assert config.api_key == "sk-secret-123"
+    assert "sk-secret" not in repr(config) and "sk-secret" not in str(config.settings())
+    assert config.settings()["api_key_set"] is True
+    assert config.secrets == ("sk-secret-123",)
+
+
+def test_api_key_falls_back_to_the_environment(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-env")
+    assert RunConfig.from_options(options()).api_key == "sk-from-env"
+
+
+def test_sim_args_are_split_like_a_shell():
+    assert RunConfig.from_options(options(sim_args="--capacity 4 --model 'a b'")).sim_args == (
+        "--capacity",
+        "4",
+        "--model",
+        "a b",
+    )

@@ -1,0 +1,144 @@
+import orjson
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from locust_llm.sse import ChatChunk, MalformedChunk, SSEDecoder, SSEEvent, parse_chunk
+
+
+def decode_all(*chunks: bytes) -> list[SSEEvent]:
+    decoder = SSEDecoder()
+    events = []
+    for chunk in chunks:
+        events += decoder.feed(chunk)
+    return events + decoder.finish()
+
+
+def test_one_event_per_blank_line():
+    assert decode_all(b"data: a\n\ndata: b\n\n") == [SSEEvent(b"a"), SSEEvent(b"b")]
+
+
+def test_crlf_and_lone_cr_line_endings():
+    assert decode_all(b"data: a\r\n\r\ndata: b\r\rdata: c\n\n") == [
+        SSEEvent(b"a"),
+        SSEEvent(b"b"),
+        SSEEvent(b"c"),
+    ]
+
+
+def test_crlf_split_between_feeds_is_one_line_ending():
+    assert decode_all(b"data: a\r", b"\n", b"\r\n") == [SSEEvent(b"a")]
+
+
+def test_comments_are_ignored():
+    assert decode_all(b": keep-alive\n\n: ping\ndata: x\n\n") == [SSEEvent(b"x")]
+
+
+def test_multi_line_data_is_joined_with_newlines():
+    assert decode_all(b"data: line1\ndata: line2\ndata\n\n") == [SSEEvent(b"line1\nline2\n")]
+
+
+def test_event_and_id_fields():
+    assert decode_all(b"event: error\nid: 7\ndata: {}\n\n") == [SSEEvent(b"{}", "error", "7")]
+
+
+def test_only_one_leading_space_is_dropped():
+    assert decode_all(b"data:  two\n\ndata:none\n\n") == [SSEEvent(b" two"), SSEEvent(b"none")]
+
+
+def test_event_without_data_is_not_dispatched():
+    assert decode_all(b"event: ping\n\n\n\n") == []
+
+
+def test_finish_dispatches_an_unterminated_last_event():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data: [DONE]") == []
+    assert decoder.finish() == [SSEEvent(b"[DONE]")]
+
+
+def test_feed_line_accepts_lines_with_their_terminator():
+    decoder = SSEDecoder()
+    assert decoder.feed_line(b"data: x\r\n") is None
+    assert decoder.feed_line(b"\r\n") == SSEEvent(b"x")
+
+
+STREAM = (
+    b": comment\r\n"
+    b'data: {"a": 1}\n\n'
+    b"event: e\r\nid: 9\r\ndata: l1\r\ndata: l2\r\n\r\n"
+    b"data: \xf0\x9f\x98\x80 emoji\r\r"
+    b"data: [DONE]\n\n"
+)
+
+
+@given(st.lists(st.integers(min_value=0, max_value=len(STREAM)), max_size=12))
+def test_any_split_of_a_byte_stream_yields_the_same_events(cuts):
+    points = sorted(set(cuts))
+    pieces = [STREAM[a:b] for a, b in zip([0, *points], [*points, len(STREAM)], strict=True)]
+    assert decode_all(*pieces) == decode_all(STREAM)
+    assert len(decode_all(STREAM)) == 4
+
+
+@given(st.binary(max_size=200), st.lists(st.integers(min_value=0, max_value=200), max_size=8))
+def test_any_split_of_arbitrary_bytes_yields_the_same_events(data, cuts):
+    points = sorted({c for c in cuts if c <= len(data)})
+    pieces = [data[a:b] for a, b in zip([0, *points], [*points, len(data)], strict=True)]
+    assert decode_all(*pieces) == decode_all(data)
+
+
+def chunk(delta=None, finish=None, usage=None, choices=True):
+    obj = {"id": "c1", "object": "chat.completion.chunk", "model": "m"}
+    obj["choices"] = [{"index": 0, "delta": delta or {}, "finish_reason": finish}] if choices else []
+    if usage is not None:
+        obj["usage"] = usage
+    return orjson.dumps(obj)
+
+
+def test_content_delta_is_a_token():
+    assert parse_chunk(chunk({"content": "Hi"})) == ChatChunk(has_token=True)
+
+
+def test_role_only_first_chunk_is_not_a_token():
+    assert parse_chunk(chunk({"role": "assistant", "content": ""})) == ChatChunk()
+
+
+@pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "tool_calls"])
+def test_reasoning_and_tool_call_deltas_are_tokens(field):
+    value = [{"index": 0}] if field == "tool_calls" else "thinking"
+    assert parse_chunk(chunk({field: value})).has_token
+
+
+def test_finish_reason():
+    assert parse_chunk(chunk({}, "length")) == ChatChunk(finish_reason="length")
+
+
+def test_final_usage_chunk_with_empty_choices():
+    parsed = parse_chunk(chunk(usage={"prompt_tokens": 12, "completion_tokens": 34}, choices=False))
+    assert (parsed.prompt_tokens, parsed.completion_tokens, parsed.has_token) == (12, 34, False)
+
+
+def test_null_usage_on_ordinary_chunks_is_ignored():
+    assert parse_chunk(chunk({"content": "x"}, usage=None)) == ChatChunk(has_token=True)
+
+
+def test_done_marker():
+    assert parse_chunk(b"[DONE]").done
+
+
+def test_error_object_inside_the_stream():
+    parsed = parse_chunk(b'{"error": {"message": "overloaded", "type": "server_error", "code": 503}}')
+    assert parsed.error == "overloaded (code 503)"
+
+
+@pytest.mark.parametrize(
+    ("payload", "message"),
+    [
+        (b'{"choices": [', "invalid JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"id": "x"}', "neither 'choices' nor 'usage'"),
+        (b'{"choices": {"a": 1}}', "'choices' is not a list"),
+    ],
+)
+def test_malformed_chunks_are_rejected_with_a_readable_message(payload, message):
+    with pytest.raises(MalformedChunk, match=message):
+        parse_chunk(payload)
