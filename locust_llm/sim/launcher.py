@@ -57,7 +57,10 @@ class EmbeddedSim:
             if match:
                 self.url = match.group(1)
                 return self.url
-        code = self.process.poll()
+        try:
+            code: int | None = self.process.wait(2.0)
+        except subprocess.TimeoutExpired:
+            code = None
         self.stop()
         if code is not None:
             raise SimStartError(f"the embedded simulator exited with code {code} before it was ready")
