@@ -61,6 +61,10 @@ class Histogram:
         self.min = 0
         self.max = 0
 
+    def clear(self) -> None:
+        self.buckets.clear()
+        self.count = self.sum = self.min = self.max = 0
+
     def record(self, value: int) -> None:
         """Add one sample (a non-negative integer; negative values are clamped to 0)."""
         if value < 0:

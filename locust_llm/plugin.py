@@ -29,7 +29,6 @@ from locust_llm.collect.stats import StatsTable
 from locust_llm.collect.timeline import Timeline
 from locust_llm.metrics import RequestResult
 from locust_llm.options import ConfigError, RunConfig, add_arguments
-from locust_llm.sim.cli import DEFAULT_MODEL as SIM_DEFAULT_MODEL
 from locust_llm.sim.launcher import EmbeddedSim, SimStartError
 
 __all__ = ["LLMError", "LLMRun", "install", "llm_run"]
@@ -53,7 +52,7 @@ class LLMRun:
     def __init__(self, environment: Environment) -> None:
         self.environment = environment
         self.config: RunConfig | None = None
-        self.model = SIM_DEFAULT_MODEL
+        self.model = ""
         self.sim: EmbeddedSim | None = None
         self.timeline = Timeline()
         self.table = StatsTable()
@@ -79,7 +78,7 @@ class LLMRun:
         if config.model is None and host and (self.sim is None or host != self.sim.url):
             raise ConfigError(f"--model is required with --host (e.g. --model grok-4), got --host {host}")
         self.config = config
-        self.model = config.model or SIM_DEFAULT_MODEL
+        self.model = config.model or self.model
         return config
 
     # -- recording ---------------------------------------------------------------------------------------------
@@ -164,12 +163,15 @@ class LLMRun:
         atexit.register(self.sim.stop)
         url = self.sim.start()
         logger.info(
-            "No --host given: started the embedded simulated LLM server at %s (model '%s'). "
+            "No --host given: started the embedded simulated LLM server at %s. "
             "Pass --host and --model to test a real endpoint.",
             url,
-            self.model,
         )
         return url
+
+    def served_models(self) -> list[str]:
+        assert self.sim is not None
+        return self.sim.models()
 
     def stop_sim(self) -> None:
         if self.sim is not None:
@@ -191,15 +193,6 @@ def _fail_startup(message: str) -> None:
     sys.exit(2)
 
 
-def _sim_model(extra_args: tuple[str, ...]) -> str:
-    for i, arg in enumerate(extra_args):
-        if arg == "--model" and i + 1 < len(extra_args):
-            return extra_args[i + 1]
-        if arg.startswith("--model="):
-            return arg.split("=", 1)[1]
-    return SIM_DEFAULT_MODEL
-
-
 def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> None:
     run = _RUNS[environment] = LLMRun(environment)
     if isinstance(runner, WorkerRunner):
@@ -210,16 +203,20 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
         _fail_startup(str(exc))
         return
     if not environment.host:
-        if config.model is not None and config.model != _sim_model(config.sim_args):
-            _fail_startup(
-                f"--model {config.model} was given without --host; the embedded simulator serves "
-                f"'{_sim_model(config.sim_args)}'. Pass --host URL to test a real endpoint."
-            )
-        run.model = _sim_model(config.sim_args)
         try:
             environment.host = run.start_sim(config.sim_args)
-        except SimStartError as exc:
+            served = run.served_models()
+        except (SimStartError, OSError) as exc:
+            run.stop_sim()
             _fail_startup(f"{exc}; check --sim-args {' '.join(config.sim_args)!r} with 'locust-llm sim --help'")
+            return
+        if config.model is not None and config.model not in served:
+            run.stop_sim()
+            _fail_startup(
+                f"--model {config.model} was given without --host, and the embedded simulator serves "
+                f"{', '.join(served)}. Pass --host URL to test a real endpoint."
+            )
+        run.model = config.model or served[0]
         if environment.parsed_options is not None:
             environment.parsed_options.model = run.model  # workers learn the model from the spawn message
     try:

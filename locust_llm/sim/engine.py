@@ -16,7 +16,7 @@ from __future__ import annotations
 import heapq
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 __all__ = ["Emission", "Engine", "PacingEngine", "PacingParams", "SeqRequest"]
 
@@ -25,20 +25,26 @@ NS_PER_MS = 1_000_000
 
 @dataclass(frozen=True, slots=True)
 class SeqRequest:
-    """One generation request: ``output_tokens`` tokens will be generated after a prompt of ``prompt_tokens``."""
+    """One generation request: ``output_tokens`` tokens will be generated after a prompt of ``prompt_tokens``.
+
+    ``prefix_key`` names the cacheable leading part of the prompt (``prefix_tokens`` long), if any.
+    """
 
     seq_id: int
     prompt_tokens: int
     output_tokens: int
-    cached_prompt_tokens: int = 0
+    prefix_key: str | None = None
+    prefix_tokens: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Emission:
-    """Token ``index`` (0-based) of sequence ``seq_id``, scheduled at ``at_ns``; ``last`` ends the sequence."""
+class Emission(NamedTuple):
+    """Token number ``token`` (0-based) of sequence ``seq_id``, scheduled at ``at_ns``; ``last`` ends it.
+
+    A named tuple: the front unpacks thousands of them per second.
+    """
 
     seq_id: int
-    index: int
+    token: int
     at_ns: int
     last: bool
 

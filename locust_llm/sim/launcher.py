@@ -6,11 +6,13 @@ exits by itself when its parent disappears (``--parent-pid``), so even a SIGKILL
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
 import sys
 import time
+import urllib.request
 
 __all__ = ["EmbeddedSim", "SimStartError"]
 
@@ -65,6 +67,12 @@ class EmbeddedSim:
         if code is not None:
             raise SimStartError(f"the embedded simulator exited with code {code} before it was ready")
         raise SimStartError(f"the embedded simulator did not start within {timeout_s:g} s")
+
+    def models(self, timeout_s: float = 10.0) -> list[str]:
+        """Ids of the models the running simulator serves (``GET /v1/models``)."""
+        assert self.url is not None
+        with urllib.request.urlopen(self.url + "/models", timeout=timeout_s) as resp:
+            return [m["id"] for m in json.load(resp)["data"]]
 
     def _readline(self, timeout_s: float) -> bytes:
         assert self.process is not None and self.process.stdout is not None

@@ -1,6 +1,6 @@
-"""The simulator's HTTP front (aiohttp): OpenAI-compatible routes around the pure engines of :mod:`.engine`.
+"""The simulator's HTTP front (aiohttp): OpenAI-compatible routes around the pure engines, limits and faults.
 
-One timer per model drives its engine: it wakes when the engine's next token is due, takes every emission due and
+One timer per engine replica drives it: it wakes when the engine's next step ends, takes every emission due and
 writes each token straight to its stream's transport as one HTTP chunk. No coroutine wakes per token.
 """
 
@@ -8,54 +8,43 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import os
+import random
 import resource
 import signal
 import socket
+import struct
+import sys
 import time
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import orjson
 from aiohttp import web
 
 from locust_llm.histogram import Histogram
-from locust_llm.sim.engine import Emission, PacingEngine, PacingParams, SeqRequest
-from locust_llm.sim.tokens import prompt_tokens, token_text
+from locust_llm.sim.batching import BatchingEngine
+from locust_llm.sim.config import ModelSpec, SimConfig
+from locust_llm.sim.engine import Emission, PacingEngine, SeqRequest
+from locust_llm.sim.faults import MID_STREAM
+from locust_llm.sim.limits import RateLimiter
+from locust_llm.sim.tokens import TOKEN_JSON, prompt_tokens, token_text
+from locust_llm.sim.truth import saturation_users, steady_state
 
-__all__ = ["ModelSpec", "SimConfig", "SimServer", "serve"]
+__all__ = ["REFERENCE_WORKLOAD", "SimServer", "serve"]
 
 EARLY_NS = 500_000
 """Tokens due within 0.5 ms are written now: asyncio's timers wake up to 1 ms late (epoll's millisecond timeout),
 so aiming half a millisecond early centres the emission error on zero."""
 
+LATE_NS = 5_000_000
+"""A token written more than 5 ms after it was due counts as late (see :class:`BehindWatch`)."""
 
-@dataclass(frozen=True)
-class ModelSpec:
-    name: str
-    params: PacingParams
-    context_tokens: int = 32_768
-
-    def truth(self, output_tokens: int) -> dict[str, Any]:
-        return {
-            "engine": "pacing",
-            "saturation_users": self.params.saturation_users,
-            "ttft_ms": self.params.ttft_ms,
-            "itl_ms": self.params.itl_ms,
-            "capacity": self.params.capacity,
-            "service_s": self.params.service_s(output_tokens),
-        }
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    models: tuple[ModelSpec, ...]
-    seed: int = 0
-
-    @property
-    def default_model(self) -> str:
-        return self.models[0].name
+REFERENCE_WORKLOAD = {"prompt_tokens": 30, "max_tokens": 128}
+"""The workload of the truth shown in ``/sim/stats``: about the built-in prompts with the default --max-tokens."""
 
 
 def _frame(payload: bytes) -> bytes:
@@ -67,16 +56,19 @@ class Stream:
     """One response in flight. Streaming ones write SSE chunks to ``transport``; others collect text."""
 
     __slots__ = (
-        "_head",
-        "_tail",
         "completion_id",
         "created",
         "done",
+        "fault",
+        "fault_at",
+        "head",
         "include_usage",
+        "key",
         "model",
         "output_tokens",
         "prompt_tokens",
         "seq_id",
+        "tail",
         "text",
         "transport",
     )
@@ -90,6 +82,8 @@ class Stream:
         transport: asyncio.BaseTransport | None,
         include_usage: bool,
         done: asyncio.Future[None],
+        key: str = "",
+        fault: str | None = None,
     ) -> None:
         self.seq_id = seq_id
         self.model = model
@@ -98,15 +92,17 @@ class Stream:
         self.transport = transport
         self.include_usage = include_usage
         self.done = done
+        self.key = key
+        self.fault = fault
+        self.fault_at = output_tokens // 2
         self.completion_id = f"chatcmpl-sim{seq_id:012d}"
         self.created = int(time.time())
         self.text: list[str] = []
         role = self._chunk({"role": "assistant", "content": ""}, None)
-        marker = b'"content":""'
-        cut = role.index(marker) + len(b'"content":')
+        cut = role.index(b'"content":""') + len(b'"content":')
         # content chunks share the role chunk's bytes around the content value
-        self._head = role[:cut].replace(b'"role":"assistant",', b"")
-        self._tail = role[cut + 2 :]
+        self.head = role[:cut].replace(b'"role":"assistant",', b"")
+        self.tail = role[cut + 2 :]
 
     def _chunk(self, delta: dict[str, Any] | None, finish_reason: str | None, usage: Any = None) -> bytes:
         obj: dict[str, Any] = {
@@ -127,41 +123,49 @@ class Stream:
         return self._chunk({"role": "assistant", "content": ""}, None)
 
     def content_chunk(self, text: str) -> bytes:
-        return self._head + orjson.dumps(text) + self._tail
+        return self.head + orjson.dumps(text) + self.tail
 
     def usage(self) -> dict[str, int]:
         n = self.output_tokens
-        return {
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": n,
-            "total_tokens": self.prompt_tokens + n,
-        }
+        return {"prompt_tokens": self.prompt_tokens, "completion_tokens": n, "total_tokens": self.prompt_tokens + n}
 
     def final_chunks(self, finish_reason: str) -> bytes:
         out = self._chunk({}, finish_reason)
+        if self.fault == "no-done":
+            return out
         if self.include_usage:
             out += self._chunk(None, None, self.usage())
         return out + b"data: [DONE]\n\n"
 
+    def finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
 
-class ModelRuntime:
-    """One model: its engine, the streams in flight, and the timer that emits their tokens."""
 
-    def __init__(self, spec: ModelSpec, seed: int, lateness: Histogram) -> None:
-        self.spec = spec
-        self.seed = seed
-        self.engine = PacingEngine(spec.params)
+class Replica:
+    """One engine and the timer that emits its tokens."""
+
+    def __init__(self, runtime: ModelRuntime, engine: PacingEngine | BatchingEngine) -> None:
+        self.runtime = runtime
+        self.engine = engine
         self.streams: dict[int, Stream] = {}
-        self.lateness = lateness
-        self.tokens_emitted = 0
         self._handle: asyncio.TimerHandle | None = None
         self._handle_ns: int | None = None
 
-    def submit(self, stream: Stream) -> None:
+    @property
+    def load(self) -> int:
+        return self.engine.running + self.engine.waiting
+
+    def submit(self, stream: Stream, seq: SeqRequest) -> None:
         self.streams[stream.seq_id] = stream
-        seq = SeqRequest(stream.seq_id, stream.prompt_tokens, stream.output_tokens)
         self.engine.submit(seq, time.monotonic_ns())
         self._reschedule()
+
+    def cancel(self, stream: Stream) -> None:
+        if self.streams.pop(stream.seq_id, None) is not None:
+            self.engine.cancel(stream.seq_id, time.monotonic_ns())
+            self.runtime.release(stream)
+            self._reschedule()
 
     def _reschedule(self) -> None:
         due = self.engine.next_event_ns()
@@ -171,61 +175,178 @@ class ModelRuntime:
             return
         if self._handle is not None:
             self._handle.cancel()
-        loop = asyncio.get_running_loop()
         self._handle_ns = due
-        self._handle = loop.call_at((due - EARLY_NS) / 1e9, self._fire)
+        self._handle = asyncio.get_running_loop().call_at((due - EARLY_NS) / 1e9, self._fire)
 
     def _fire(self) -> None:
         self._handle = self._handle_ns = None
-        for emission in self.engine.advance(time.monotonic_ns() + EARLY_NS):
-            self._emit(emission)
+        emissions = self.engine.advance(time.monotonic_ns() + EARLY_NS)
+        if emissions:
+            self._write(emissions)
         self._reschedule()
 
-    def _emit(self, emission: Emission) -> None:
-        stream = self.streams.get(emission.seq_id)
-        if stream is None:
-            return
-        text = token_text(self.seed, emission.seq_id, emission.index)
-        transport = stream.transport
-        if transport is None:
-            stream.text.append(text)
-        elif transport.is_closing():
-            self._drop(stream)
-            return
-        else:
-            payload = stream.content_chunk(text)
-            if emission.last:
-                payload += stream.final_chunks("length")
-            transport.write(_frame(payload))  # type: ignore[attr-defined]
-        self.lateness.record(max(0, time.monotonic_ns() - emission.at_ns))
-        self.tokens_emitted += 1
-        if emission.last:
-            del self.streams[emission.seq_id]
-            if not stream.done.done():
-                stream.done.set_result(None)
+    def _write(self, emissions: list[Emission]) -> None:
+        """Write every emitted token to its stream: the simulator's hot path, kept to plain local operations."""
+        streams = self.streams
+        runtime = self.runtime
+        seed = runtime.seed
+        record = runtime.lateness.record
+        clock = time.monotonic_ns
+        n_words = len(TOKEN_JSON)
+        written = late = 0
+        for seq_id, index, at_ns, last in emissions:
+            stream = streams.get(seq_id)
+            if stream is None:
+                continue
+            transport = stream.transport
+            if transport is None:
+                stream.text.append(token_text(seed, seq_id, index))
+            elif transport.is_closing():
+                self.cancel(stream)
+                stream.finish()
+                continue
+            elif stream.fault is not None and index == stream.fault_at and stream.fault in MID_STREAM:
+                self._inject(stream, transport)
+                continue
+            else:
+                word = TOKEN_JSON[(seed * 7919 + seq_id * 2_654_435_761 + index * 40_503) % n_words]
+                payload = stream.head + word + stream.tail
+                if last:
+                    payload += stream.final_chunks("length")
+                transport.write(b"%x\r\n%b\r\n" % (len(payload), payload))  # type: ignore[attr-defined]
+            lateness = clock() - at_ns
+            record(lateness)
+            if lateness > LATE_NS:
+                late += 1
+            written += 1
+            if last:
+                del streams[seq_id]
+                runtime.release(stream)
+                stream.finish()
+        runtime.tokens_emitted += written
+        runtime.late_tokens += late
 
-    def _drop(self, stream: Stream) -> None:
-        self.engine.cancel(stream.seq_id, time.monotonic_ns())
-        del self.streams[stream.seq_id]
-        if not stream.done.done():
-            stream.done.set_result(None)
+    def _inject(self, stream: Stream, transport: asyncio.BaseTransport) -> None:
+        """A mid-stream fault at token ``fault_at`` (see :mod:`.faults`)."""
+        fault = stream.fault
+        if fault == "malformed":
+            transport.write(_frame(b'data: {"choices": [{"index": 0, "delta": {"content": "\n\n'))  # type: ignore[attr-defined]
+            stream.fault = None
+            return
+        self.cancel(stream)
+        if fault == "reset":
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.abort()  # type: ignore[attr-defined]
+            stream.finish()
+        elif fault == "stall":
+            asyncio.get_running_loop().call_later(self.runtime.stall_s, _end_stall, transport, stream)
+
+
+def _end_stall(transport: asyncio.BaseTransport, stream: Stream) -> None:
+    transport.close()
+    stream.finish()
+
+
+class ModelRuntime:
+    """One model: its replicas, its rate limiter and its counters."""
+
+    def __init__(self, spec: ModelSpec, config: SimConfig, lateness: Histogram) -> None:
+        self.spec = spec
+        self.seed = config.seed
+        self.stall_s = config.stall_s
+        self.lateness = lateness
+        self.limiter = RateLimiter(spec.limits)
+        self.replicas = [Replica(self, self._engine()) for _ in range(spec.replicas)]
+        self.tokens_emitted = 0
+        self.late_tokens = 0
+        self.status = Counter[str]()
+        self.faults = Counter[str]()
+        self.rejected_overload = 0
+
+    def _engine(self) -> PacingEngine | BatchingEngine:
+        if self.spec.engine == "pacing":
+            return PacingEngine(self.spec.pacing)
+        return BatchingEngine(self.spec.batch)
+
+    @property
+    def waiting(self) -> int:
+        return sum(r.engine.waiting for r in self.replicas)
+
+    def pick(self) -> Replica:
+        return min(self.replicas, key=lambda r: r.load)
+
+    def release(self, stream: Stream) -> None:
+        if stream.key:
+            self.limiter.release(stream.key)
+            stream.key = ""
+
+    def output_tokens(self, seq_id: int, max_tokens: int) -> int:
+        fraction = self.spec.output_fraction
+        if fraction >= 1.0:
+            return max_tokens
+        low = max(1, round(fraction * max_tokens))
+        return random.Random(self.seed * 7_777_777 + seq_id).randint(low, max_tokens)
 
     def stats(self) -> dict[str, Any]:
-        engine = self.engine
+        engines = [r.engine for r in self.replicas]
+        totals: dict[str, int] = {}
+        for name in ("admitted", "queued", "finished", "cancelled", "running", "waiting"):
+            totals[name] = sum(getattr(e, name) for e in engines)
+        for name in ("preemptions", "prefix_hits", "prefix_hit_tokens", "used_blocks", "peak_used_blocks", "steps"):
+            totals[name] = sum(getattr(e, name, 0) for e in engines)
+        limiter = self.limiter
         return {
-            "admitted": engine.admitted,
-            "queued": engine.queued,
-            "finished": engine.finished,
-            "cancelled": engine.cancelled,
-            "running": engine.running,
-            "waiting": engine.waiting,
+            **totals,
             "tokens_emitted": self.tokens_emitted,
+            "tokens_late_over_5ms": self.late_tokens,
+            "requests_by_status": dict(self.status),
+            "rejected_429": limiter.rejected_concurrency + limiter.rejected_tpm,
+            "rejected_429_concurrency": limiter.rejected_concurrency,
+            "rejected_429_tpm": limiter.rejected_tpm,
+            "rejected_503_overload": self.rejected_overload,
+            "early_returns_after_429": limiter.early_returns,
+            "faults_injected": dict(self.faults),
         }
 
+    def truth(
+        self, users: int | None = None, prompt: int | None = None, max_tokens: int | None = None
+    ) -> dict[str, Any]:
+        prompt = prompt or REFERENCE_WORKLOAD["prompt_tokens"]
+        max_tokens = max_tokens or REFERENCE_WORKLOAD["max_tokens"]
+        mean_output = round((1 + self.spec.output_fraction) / 2 * max_tokens)
+        spec = self.spec
+        out: dict[str, Any] = {
+            "engine": spec.engine,
+            "replicas": spec.replicas,
+            "workload": {"prompt_tokens": prompt, "max_tokens": max_tokens, "mean_output_tokens": mean_output},
+            "provider_cap_users": spec.limits.max_concurrent,
+            "limits": asdict(spec.limits),
+        }
+        if spec.engine == "pacing":
+            p = spec.pacing
+            out["saturation_users"] = p.saturation_users * spec.replicas
+            out["params"] = asdict(p)
+            if users:
+                per = -(-users // spec.replicas)
+                out["steady"] = {"users": users, "ttft_s": p.steady_ttft_s(per, mean_output), "itl_s": p.itl_ms / 1e3}
+            return out
+        b = spec.batch
+        out["saturation_users"] = saturation_users(b, prompt, mean_output) * spec.replicas
+        out["params"] = {**asdict(b), "decode_table": [list(x) for x in b.decode_table]}
+        if users:
+            steady = steady_state(b, -(-users // spec.replicas), prompt, mean_output)
+            out["steady"] = {**asdict(steady), "users": users, "output_tok_s": steady.output_tok_s * spec.replicas}
+        return out
 
-def _error(status: int, message: str, err_type: str, code: str | None = None, param: str | None = None) -> web.Response:
+
+def _error(
+    status: int, message: str, err_type: str, code: str | None = None, param: str | None = None, **headers: str
+) -> web.Response:
     body = {"error": {"message": message, "type": err_type, "param": param, "code": code}}
-    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json")
+    return web.Response(status=status, body=orjson.dumps(body), content_type="application/json", headers=headers)
 
 
 class BadRequest(Exception):
@@ -236,8 +357,7 @@ class BadRequest(Exception):
         self.code = code
 
     def response(self) -> web.Response:
-        err_type = "invalid_request_error"
-        return _error(self.status, str(self), err_type, self.code, self.param)
+        return _error(self.status, str(self), "invalid_request_error", self.code, self.param)
 
 
 @dataclass(frozen=True)
@@ -247,15 +367,53 @@ class ChatRequest:
     max_tokens: int
     stream: bool
     include_usage: bool
+    prompt_tokens: int
+    prefix_key: str | None
+    prefix_tokens: int
+
+
+_HTTP_FAULTS = {
+    "500": (500, "The server had an error while processing your request.", "server_error"),
+    "502": (502, "Bad gateway.", "server_error"),
+    "503": (503, "The engine is currently overloaded, please try again later.", "server_error"),
+}
+
+
+def cache_prefix(messages: list[dict[str, Any]], mode: str = "auto") -> list[dict[str, Any]]:
+    """The cacheable leading messages: up to the last one marked ``cache_control``; in ``auto`` mode, without a
+    mark, a leading system message."""
+    if mode == "off":
+        return []
+    marked = [i for i, m in enumerate(messages) if isinstance(m.get("cache_control"), dict) or _part_marked(m)]
+    if marked:
+        return messages[: marked[-1] + 1]
+    if mode == "auto" and messages and messages[0].get("role") in ("system", "developer") and len(messages) > 1:
+        return messages[:1]
+    return []
+
+
+def _part_marked(message: dict[str, Any]) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p for p in content)
 
 
 class SimServer:
-    def __init__(self, config: SimConfig) -> None:
+    def __init__(self, config: SimConfig, prefix_mode: str = "auto") -> None:
         self.config = config
+        self.prefix_mode = prefix_mode
         self.lateness = Histogram()
-        self.models = {spec.name: ModelRuntime(spec, config.seed, self.lateness) for spec in config.models}
-        self.requests_by_status: dict[str, int] = {}
+        self.models = {spec.name: ModelRuntime(spec, config, self.lateness) for spec in config.models}
+        self.requests_by_status = Counter[str]()
         self._seq = itertools.count(1)
+        self._ordinal = itertools.count(0)
+
+    def finish_all(self) -> None:
+        """End every response in flight (shutting down)."""
+        for runtime in self.models.values():
+            for replica in runtime.replicas:
+                for stream in list(replica.streams.values()):
+                    replica.cancel(stream)
+                    stream.finish()
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
@@ -263,48 +421,97 @@ class SimServer:
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/sim/stats", self.sim_stats)
+        app.router.add_get("/sim/truth", self.sim_truth)
+        app.router.add_post("/sim/reset-lateness", self.reset_lateness)
         return app
 
-    def _count(self, status: int) -> None:
-        key = str(status)
-        self.requests_by_status[key] = self.requests_by_status.get(key, 0) + 1
+    def _answer(self, runtime: ModelRuntime | None, response: web.StreamResponse) -> web.StreamResponse:
+        key = str(response.status)
+        self.requests_by_status[key] += 1
+        if runtime is not None:
+            runtime.status[key] += 1
+        return response
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         try:
             chat = self._parse(await request.read())
         except BadRequest as exc:
-            self._count(exc.status)
-            return exc.response()
-        self._count(200)
+            return self._answer(None, exc.response())
         runtime = self.models[chat.model]
+        fault = self.config.faults.decide(next(self._ordinal)) if self.config.faults.active else None
+        if fault is not None:
+            runtime.faults[fault] += 1
+        if fault in _HTTP_FAULTS:
+            status, message, err_type = _HTTP_FAULTS[fault]
+            return self._answer(runtime, _error(status, message, err_type))
+        key = _api_key(request)
+        client = f"{request.remote}|{request.headers.get('User-Agent', '')}"
+        rejection = runtime.limiter.acquire(key, client, chat.prompt_tokens + chat.max_tokens, time.monotonic_ns())
+        if rejection is not None:
+            headers = {"Retry-After": str(max(1, round(rejection.retry_after_s + 0.4999)))}
+            headers["retry-after-ms"] = str(round(rejection.retry_after_s * 1000))
+            return self._answer(
+                runtime, _error(429, rejection.message, "requests", "rate_limit_exceeded", None, **headers)
+            )
+        overload = runtime.spec.overload_queue
+        if overload is not None and runtime.waiting >= overload:
+            runtime.limiter.release(key)
+            runtime.rejected_overload += 1
+            return self._answer(
+                runtime,
+                _error(503, "The server is overloaded, please retry later.", "server_error", **{"Retry-After": "1"}),
+            )
+        return await self._generate(request, runtime, chat, key, fault)
+
+    async def _generate(
+        self, request: web.Request, runtime: ModelRuntime, chat: ChatRequest, key: str, fault: str | None
+    ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         seq_id = next(self._seq)
-        n_prompt = prompt_tokens(chat.messages)
+        output = runtime.output_tokens(seq_id, chat.max_tokens)
+        seq = SeqRequest(seq_id, chat.prompt_tokens, output, chat.prefix_key, chat.prefix_tokens)
+        replica = runtime.pick()
+        close = fault == "close" or self.config.close_after_response
         if not chat.stream:
-            stream = Stream(seq_id, chat.model, n_prompt, chat.max_tokens, None, True, loop.create_future())
-            runtime.submit(stream)
+            stream = Stream(seq_id, chat.model, chat.prompt_tokens, output, None, True, loop.create_future(), key)
+            replica.submit(stream, seq)
             await stream.done
-            return web.Response(body=orjson.dumps(self._completion(stream)), content_type="application/json")
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
-        )
+            body = orjson.dumps(self._completion(stream))
+            headers = {"Connection": "keep-alive"} if close else None
+            resp = self._answer(runtime, web.Response(body=body, content_type="application/json", headers=headers))
+            if close:
+                self._close_after(request)
+            return resp
+        headers = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+        if close:
+            headers["Connection"] = "keep-alive"
+        resp = web.StreamResponse(headers=headers)
         resp.enable_chunked_encoding()
         await resp.prepare(request)
+        self._answer(runtime, resp)
         stream = Stream(
-            seq_id,
-            chat.model,
-            n_prompt,
-            chat.max_tokens,
-            request.transport,
-            chat.include_usage,
-            loop.create_future(),
-        )
+            seq_id, chat.model, chat.prompt_tokens, output, request.transport, chat.include_usage,
+            loop.create_future(), key, fault,
+        )  # fmt: skip
         await resp.write(stream.role_chunk())
-        runtime.submit(stream)
-        await stream.done
-        if request.transport is not None and not request.transport.is_closing():
+        replica.submit(stream, seq)
+        try:
+            await stream.done
+        finally:
+            replica.cancel(stream)  # no-op unless the handler was cancelled mid-stream
+        transport = request.transport
+        if transport is not None and not transport.is_closing():
             await resp.write_eof()
+            if close:
+                self._close_after(request)
         return resp
+
+    @staticmethod
+    def _close_after(request: web.Request) -> None:
+        """Close the connection once the response is out, although keep-alive was advertised."""
+        transport = request.transport
+        if transport is not None:
+            asyncio.get_running_loop().call_soon(transport.close)
 
     def _parse(self, raw: bytes) -> ChatRequest:
         try:
@@ -321,10 +528,7 @@ class SimServer:
             raise BadRequest("'model' is a required property.", "model")
         if model not in self.models:
             raise BadRequest(
-                f"The model '{model}' does not exist or you do not have access to it.",
-                "model",
-                404,
-                "model_not_found",
+                f"The model '{model}' does not exist or you do not have access to it.", "model", 404, "model_not_found"
             )
         max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
         if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
@@ -335,15 +539,20 @@ class SimServer:
         options = body.get("stream_options") or {}
         include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
         context = self.models[model].spec.context_tokens
-        if prompt_tokens(messages) + max_tokens > context:
+        n_prompt = prompt_tokens(messages)
+        if n_prompt + max_tokens > context:
             raise BadRequest(
                 f"This model's maximum context length is {context} tokens. However, you requested "
-                f"{prompt_tokens(messages) + max_tokens} tokens. Please reduce the length of the messages.",
+                f"{n_prompt + max_tokens} tokens ({n_prompt} in the messages, {max_tokens} in the completion). "
+                "Please reduce the length of the messages or completion.",
                 "messages",
                 400,
                 "context_length_exceeded",
             )
-        return ChatRequest(model, messages, max_tokens, stream, include_usage)
+        prefix = cache_prefix(messages, self.prefix_mode)
+        prefix_key = hashlib.blake2b(orjson.dumps(prefix), digest_size=12).hexdigest() if prefix else None
+        prefix_tokens = prompt_tokens(prefix) - 3 if prefix else 0
+        return ChatRequest(model, messages, max_tokens, stream, include_usage, n_prompt, prefix_key, prefix_tokens)
 
     def _completion(self, stream: Stream) -> dict[str, Any]:
         return {
@@ -374,8 +583,8 @@ class SimServer:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         body = {
             "models": {name: rt.stats() for name, rt in self.models.items()},
-            "truth": {name: rt.spec.truth(128) for name, rt in self.models.items()},
-            "requests_by_status": self.requests_by_status,
+            "truth": {name: rt.truth() for name, rt in self.models.items()},
+            "requests_by_status": dict(self.requests_by_status),
             "lateness_ms": {
                 "count": self.lateness.count,
                 "p50": self.lateness.quantile(0.5) / 1e6,
@@ -386,14 +595,71 @@ class SimServer:
         }
         return web.json_response(body)
 
+    async def reset_lateness(self, request: web.Request) -> web.Response:
+        """Start the token-emission lateness histogram afresh (benchmarks measure one phase at a time)."""
+        self.lateness.clear()
+        return web.json_response({"status": "ok"})
 
-async def serve(config: SimConfig, host: str, port: int, parent_pid: int | None = None, ready_fd: int = 1) -> None:
+    async def sim_truth(self, request: web.Request) -> web.Response:
+        q = request.query
+        name = q.get("model", self.config.default_model)
+        if name not in self.models:
+            return _error(404, f"unknown model {name!r}", "invalid_request_error", "model_not_found", "model")
+        try:
+            users = int(q.get("users", "0"))
+            prompt = int(q.get("prompt_tokens", "0")) or None
+            max_tokens = int(q.get("max_tokens", "0")) or None
+        except ValueError:
+            return _error(400, "users, prompt_tokens and max_tokens must be integers", "invalid_request_error")
+        return web.json_response(self.models[name].truth(users or None, prompt, max_tokens))
+
+
+class BehindWatch:
+    """Warns (on stderr, at most once a minute) when over 1 % of the tokens of the last interval were late: the
+    simulator itself is then the bottleneck and its timing is no longer the ground truth."""
+
+    def __init__(self, server: SimServer) -> None:
+        self.server = server
+        self.last = self._totals()
+        self.warned_ns = 0
+
+    def _totals(self) -> tuple[int, int]:
+        models = self.server.models.values()
+        return sum(m.tokens_emitted for m in models), sum(m.late_tokens for m in models)
+
+    def check(self, now_ns: int) -> str | None:
+        tokens, late = self._totals()
+        d_tokens, d_late = tokens - self.last[0], late - self.last[1]
+        self.last = (tokens, late)
+        if d_tokens and d_late > 0.01 * d_tokens and now_ns - self.warned_ns > 60 * 10**9:
+            self.warned_ns = now_ns
+            return (
+                f"locust-llm sim: warning: falling behind: {100 * d_late / d_tokens:.0f}% of the last {d_tokens} "
+                "tokens were written more than 5 ms late; timing is not ground truth now (too many streams for "
+                "one simulator process on this machine?)"
+            )
+        return None
+
+
+def _api_key(request: web.Request) -> str:
+    auth = request.headers.get("Authorization", "")
+    return auth[7:].strip() if auth.lower().startswith("bearer ") else "anonymous"
+
+
+async def serve(
+    config: SimConfig,
+    host: str,
+    port: int,
+    parent_pid: int | None = None,
+    ready_fd: int = 1,
+    prefix_mode: str = "auto",
+) -> None:
     """Serve until SIGINT/SIGTERM, or until the parent process ``parent_pid`` has gone.
 
     Prints ``locust-llm sim listening on http://HOST:PORT/v1`` (one line) once it accepts connections.
     """
-    server = SimServer(config)
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False)
+    server = SimServer(config, prefix_mode)
+    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
     await runner.setup()
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -407,11 +673,17 @@ async def serve(config: SimConfig, host: str, port: int, parent_pid: int | None 
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    watch = BehindWatch(server)
+    ticks = 0
     try:
         while not stop.is_set():
             if parent_pid is not None and os.getppid() != parent_pid:
                 break
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stop.wait(), 0.5)
+            ticks += 1
+            if ticks % 10 == 0 and (warning := watch.check(time.monotonic_ns())):
+                print(warning, file=sys.stderr, flush=True)
     finally:
+        server.finish_all()
         await runner.cleanup()

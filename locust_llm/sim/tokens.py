@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["BYTES_PER_TOKEN", "count_text_tokens", "prompt_tokens", "token_text"]
+__all__ = ["BYTES_PER_TOKEN", "TOKEN_JSON", "count_text_tokens", "prompt_tokens", "token_id", "token_text"]
 
 BYTES_PER_TOKEN = 4
 """Prompt tokens are estimated as ``ceil(utf8_bytes / 4)`` per message, plus 4 per message and 3 per request."""
@@ -118,6 +118,14 @@ def prompt_tokens(messages: list[dict[str, Any]]) -> int:
     return 3 + sum(4 + count_text_tokens(_content_text(m.get("content"))) for m in messages)
 
 
+TOKEN_JSON = tuple(('"' + w + '"').encode() for w in _WORDS)
+"""Each word as a JSON string literal (plain ASCII words need no escaping)."""
+
+
+def token_id(seed: int, seq_id: int, index: int) -> int:
+    """Which word token ``index`` of sequence ``seq_id`` is: deterministic for ``seed``."""
+    return (seed * 7919 + seq_id * 2_654_435_761 + index * 40_503) % len(_WORDS)
+
+
 def token_text(seed: int, seq_id: int, index: int) -> str:
-    """Text of token ``index`` of sequence ``seq_id``: a word from a fixed list, deterministic for ``seed``."""
-    return _WORDS[(seed * 7919 + seq_id * 2_654_435_761 + index * 40_503) % len(_WORDS)]
+    return _WORDS[token_id(seed, seq_id, index)]

@@ -68,7 +68,10 @@ def test_simulator_stops_with_locust(tmp_path, sig):
     [
         (["--steps", "8,16,16"], "locust-llm: error: --steps must be strictly increasing, got 8,16,16"),
         (["--step-duration", "fast"], "locust-llm: error: --step-duration must be a positive duration"),
-        (["--model", "grok-4"], "locust-llm: error: --model grok-4 was given without --host"),
+        (
+            ["--model", "grok-4"],
+            "locust-llm: error: --model grok-4 was given without --host, and the embedded simulator serves sim-llm",
+        ),
         (["--host", "http://127.0.0.1:9/v1"], "locust-llm: error: --model is required with --host"),
         (["--sim-args", "--capacity 0"], "locust-llm: error: the embedded simulator exited with code"),
     ],

@@ -37,7 +37,7 @@ def test_fifo_admission_when_full_and_ttft_includes_the_wait():
     for i in (1, 2, 3):
         engine.submit(seq(i, n=2), 0)
     assert (engine.running, engine.waiting, engine.queued) == (1, 2, 2)
-    firsts = {e.seq_id: e.at_ns for e in drain(engine) if e.index == 0}
+    firsts = {e.seq_id: e.at_ns for e in drain(engine) if e.token == 0}
     # each sequence holds the slot for ttft + itl = 110 ms
     assert firsts == {1: 100 * MS, 2: 210 * MS, 3: 320 * MS}
     assert (engine.admitted, engine.finished, engine.running) == (3, 3, 0)
@@ -74,7 +74,7 @@ def closed_loop_ttft_s(params, users, n, requests_per_user=40):
     while done < users * requests_per_user:
         t = engine.next_event_ns()
         for e in engine.advance(t):
-            if e.index == 0:
+            if e.token == 0:
                 ttfts.append((e.at_ns - sent[e.seq_id]) / 1e9)
             if e.last:
                 done += 1

@@ -1,0 +1,69 @@
+"""Shared pieces of the benchmarks: CPU pinning, per-process CPU time, starting servers, a table printer."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (from /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def cores() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def pinned(cmd: list[str], core: int | None) -> list[str]:
+    return ["taskset", "-c", str(core), *cmd] if core is not None and _has_taskset() else cmd
+
+
+def _has_taskset() -> bool:
+    return subprocess.run(["sh", "-c", "command -v taskset"], capture_output=True).returncode == 0
+
+
+def start_server(cmd: list[str], core: int | None, timeout_s: float = 30) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen(pinned(cmd, core), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=ROOT)
+    deadline = time.monotonic() + timeout_s
+    assert proc.stdout is not None
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        match = re.search(r"listening on (http://\S+)", line)
+        if match:
+            return proc, match.group(1)
+        if not line:
+            break
+    proc.kill()
+    raise RuntimeError(f"{cmd} did not start")
+
+
+def stop(proc: subprocess.Popen[str]) -> None:
+    proc.terminate()
+    try:
+        proc.wait(10)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    if proc.stdout is not None:
+        proc.stdout.close()
+
+
+def table(rows: list[dict[str, object]]) -> str:
+    keys = list(rows[0])
+    cells = [[str(r[k]) for k in keys] for r in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    lines = ["  ".join(k.rjust(w) for k, w in zip(keys, widths, strict=True))]
+    lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
+    return "\n".join(lines)
+
+
+PY = sys.executable

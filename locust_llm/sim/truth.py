@@ -1,0 +1,121 @@
+"""What the simulator should show: analytic steady state, and an exact closed-loop replay of the pure engine.
+
+Analytic model of :class:`~locust_llm.sim.batching.BatchingEngine` under ``U`` closed-loop users, each asking for
+prompts of ``P`` tokens and ``N`` output tokens, with no think time:
+
+- **Capacity.** A sequence holds ``blocks(P + g + 1)`` blocks after generating ``g`` tokens; averaged over its life
+  that is ``B = mean_{g<N} blocks(P + g + 1)``. At most ``S = min(max_batch, floor(usable_blocks / B))``
+  sequences fit: the *saturation concurrency* (the knee). Beyond it, requests queue.
+- **Below the knee** (``U <= S``). A finished user's next request arrives during the following step, waits for it
+  to end, then is prefilled in the next one: it is out of the batch for about one step in ``N + 1``, so the batch
+  holds ``b = U * N / (N + 1)``; each step prefills ``b / N`` prompts. Step time
+  ``T(b) = decode_ms(b) + prefill_ms(P * b / N)``; ``ITL = T(b)``, ``TTFT = 2 * T(b)``.
+- **Above the knee.** ``S`` sequences run, one step lasts ``T(S)``, ``S / N`` requests end per step, so by
+  Little's law a request spends ``R = U * N * T(S) / S`` in the system and ``TTFT = R - (N - 1) * T(S)``.
+- **Throughput** ``= b / T(b)`` tokens/s below the knee, ``S / T(S)`` above: it plateaus at the knee.
+
+The analytic figures ignore the network and the spread of output lengths; :func:`replay_closed_loop` runs the
+engine itself against simulated clients with a given round-trip time, which is exact for the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from locust_llm.sim.batching import BatchingEngine, BatchParams
+from locust_llm.sim.engine import SeqRequest
+
+__all__ = ["SteadyState", "replay_closed_loop", "saturation_users", "steady_state"]
+
+
+def _avg_blocks(p: BatchParams, prompt: int, output: int) -> float:
+    return sum(p.blocks_for(prompt + g + 1) for g in range(output)) / output
+
+
+def saturation_users(p: BatchParams, prompt_tokens: int, output_tokens: int) -> int:
+    """``S``: the concurrency at which the KV cache (or ``max_batch``) is full and requests start to queue."""
+    return max(1, min(p.max_batch, int(p.usable_blocks / _avg_blocks(p, prompt_tokens, output_tokens))))
+
+
+@dataclass(frozen=True)
+class SteadyState:
+    users: int
+    saturation_users: int
+    ttft_s: float
+    itl_s: float
+    output_tok_s: float
+    queueing: bool
+
+
+def _step_s(p: BatchParams, batch: float, prompt: int, output: int) -> float:
+    decode = p.decode_ms(max(1, round(batch))) if batch > 0 else 0.0
+    return (decode + p.prefill_ms(prompt * batch / output)) / 1000.0
+
+
+def steady_state(p: BatchParams, users: int, prompt_tokens: int, output_tokens: int) -> SteadyState:
+    """Analytic steady state for ``users`` closed-loop users (see the module docstring for the formulas)."""
+    n = output_tokens
+    s = saturation_users(p, prompt_tokens, n)
+    if users <= s:
+        batch = users * n / (n + 1)
+        step = _step_s(p, batch, prompt_tokens, n)
+        return SteadyState(users, s, 2 * step, step, batch / step, False)
+    step = _step_s(p, s, prompt_tokens, n)
+    response_s = users * n * step / s
+    return SteadyState(users, s, response_s - (n - 1) * step, step, s / step, True)
+
+
+@dataclass(frozen=True)
+class Replay:
+    ttft_s: list[float]
+    itl_s: list[float]
+    output_tokens: int
+    duration_s: float
+    engine: BatchingEngine
+
+
+def replay_closed_loop(
+    p: BatchParams,
+    users: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    requests_per_user: int = 20,
+    rtt_ms: float = 1.0,
+) -> Replay:
+    """Run the engine against ``users`` simulated clients that resubmit ``rtt_ms`` after each answer ends.
+
+    Users start ``rtt_ms / users`` apart. Returns every TTFT and ITL gap (seconds) and the engine afterwards.
+    """
+    engine = BatchingEngine(p)
+    rtt = int(rtt_ms * 1_000_000)
+    pending: list[tuple[int, int]] = [(i * rtt // max(1, users), i) for i in range(users)]  # (send_ns, user)
+    sent: dict[int, int] = {}
+    last_token: dict[int, int] = {}
+    ttfts: list[float] = []
+    itls: list[float] = []
+    next_id = 1
+    done = 0
+    total = users * requests_per_user
+    now = 0
+    while done < total:
+        due = engine.next_event_ns()
+        pending.sort()
+        if pending and (due is None or pending[0][0] <= due):
+            now, _user = pending.pop(0)
+            engine.submit(SeqRequest(next_id, prompt_tokens, output_tokens), now)
+            sent[next_id] = now - rtt // 2
+            next_id += 1
+            continue
+        assert due is not None
+        now = due
+        for e in engine.advance(due):
+            arrival = e.at_ns + rtt // 2
+            if e.token == 0:
+                ttfts.append((arrival - sent[e.seq_id]) / 1e9)
+            else:
+                itls.append((arrival - last_token[e.seq_id]) / 1e9)
+            last_token[e.seq_id] = arrival
+            if e.last:
+                done += 1
+                pending.append((e.at_ns + rtt, e.seq_id))
+    return Replay(ttfts, itls, total * output_tokens, now / 1e9, engine)

@@ -1,0 +1,52 @@
+"""A short Locust sweep against a small KV cache: the measured knee sits where the engine's analytics put it."""
+
+import argparse
+
+import pytest
+
+from locust_llm.sim.cli import add_arguments, config_from_args
+from locust_llm.sim.truth import saturation_users, steady_state
+from tests.support.procs import read_csv, run_locust
+
+SIM_ARGS = "--kv-blocks 40 --output-fraction 1 --decode-ms 2:10,4:11,8:12,16:14,32:16 --prefill-ms-per-1k 20"
+MAX_TOKENS = 32
+STEPS = (2, 4, 8, 16, 24)
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory):
+    out = tmp_path_factory.mktemp("knee")
+    proc = run_locust(
+        "--headless", "--csv", str(out / "run"), "--steps", ",".join(map(str, STEPS)), "--step-duration", "6s",
+        "--warmup", "2s", "--max-tokens", str(MAX_TOKENS), "--sim-args", SIM_ARGS, cwd=out,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return read_csv(out / "run_llm_steps.csv")
+
+
+def engine_params():
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    return config_from_args(parser.parse_args(SIM_ARGS.split())).models[0].batch
+
+
+def test_measured_knee_matches_the_analytic_saturation(sweep):
+    rows = {int(r["users"]): r for r in sweep if r["model"] == "sim-llm"}
+    assert sorted(rows) == list(STEPS)
+    prompt = round(sum(int(r["prompt_tokens"]) for r in rows.values()) / sum(int(r["ok"]) for r in rows.values()))
+    params = engine_params()
+    knee = saturation_users(params, prompt, MAX_TOKENS)
+    assert 8 < knee < 16  # the sweep brackets it (about 11 for ~25-token prompts)
+    base = float(rows[2]["ttft_p50_ms"])
+    for users, row in rows.items():
+        ttft = float(row["ttft_p50_ms"])
+        truth_s = steady_state(params, users, prompt, MAX_TOKENS).ttft_s
+        if users <= 0.75 * knee:
+            assert ttft < 3 * base, (users, ttft, base)  # flat before the knee
+        if users >= 1.6 * knee:
+            assert ttft > 4 * base, (users, ttft, base)  # queueing after it
+            # the analytic model ignores preemptions and the spread of prompt lengths: same order of magnitude
+            assert 0.3 * truth_s * 1000 < ttft < 3 * truth_s * 1000, (users, ttft, truth_s)
+    tput = {u: float(r["output_tok_s"]) for u, r in rows.items()}
+    assert tput[24] < 1.25 * tput[16]  # throughput plateaus once the cache is full
+    assert tput[8] > 1.6 * tput[2]

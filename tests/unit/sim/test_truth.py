@@ -1,0 +1,46 @@
+import statistics
+
+import pytest
+
+from locust_llm.sim.batching import BatchParams
+from locust_llm.sim.truth import replay_closed_loop, saturation_users, steady_state
+
+TABLE = ((8, 12.0), (16, 14.0), (32, 17.0), (64, 20.0), (128, 26.0))
+P = BatchParams(kv_blocks=160, decode_table=TABLE, prefill_ms_per_1k=25.0)
+PROMPT, OUTPUT = 30, 64
+
+
+def test_saturation_users_follow_the_average_blocks_per_sequence():
+    # 31..94 tokens in 16-token blocks: 2 x 2 + 16 x 3 + 16 x 4 + 16 x 5 + 14 x 6 = 280 blocks over 64 tokens
+    assert saturation_users(P, PROMPT, OUTPUT) == int(P.usable_blocks / (280 / 64))
+
+
+def test_max_batch_caps_saturation():
+    assert saturation_users(BatchParams(kv_blocks=10_000, max_batch=7), PROMPT, OUTPUT) == 7
+
+
+@pytest.mark.parametrize("users", [4, 16, 24])
+def test_below_the_knee_the_analytic_itl_and_throughput_match_the_replay(users):
+    replay = replay_closed_loop(P, users, PROMPT, OUTPUT, requests_per_user=12)
+    steady = steady_state(P, users, PROMPT, OUTPUT)
+    tail = replay.itl_s[len(replay.itl_s) // 2 :]
+    assert statistics.median(tail) == pytest.approx(steady.itl_s, rel=0.25)
+    assert replay.output_tokens / replay.duration_s == pytest.approx(steady.output_tok_s, rel=0.25)
+    assert not steady.queueing
+
+
+@pytest.mark.parametrize("users", [80, 120])
+def test_above_the_knee_ttft_is_dominated_by_the_queue(users):
+    replay = replay_closed_loop(P, users, PROMPT, OUTPUT, requests_per_user=10)
+    steady = steady_state(P, users, PROMPT, OUTPUT)
+    tail = sorted(replay.ttft_s[len(replay.ttft_s) // 2 :])
+    assert steady.queueing
+    # preemptions near a full cache move some of the wait from TTFT to the ITL, hence the wide band
+    assert statistics.median(tail) == pytest.approx(steady.ttft_s, rel=0.6)
+    assert statistics.median(tail) > 10 * steady_state(P, 8, PROMPT, OUTPUT).ttft_s
+
+
+def test_throughput_plateaus_past_the_knee():
+    s = saturation_users(P, PROMPT, OUTPUT)
+    at_knee = steady_state(P, s, PROMPT, OUTPUT).output_tok_s
+    assert steady_state(P, 4 * s, PROMPT, OUTPUT).output_tok_s == pytest.approx(at_knee, rel=0.1)
