@@ -1,12 +1,14 @@
-"""The Locust adapter: flags, start-up validation, the embedded simulator, recording, and the end-of-run table.
+"""The Locust adapter: flags, start-up validation, the embedded simulator, recording, and the end-of-run outputs.
 
 Call :func:`install` once in the locustfile. It registers listeners on Locust's events:
 
 - ``init_command_line_parser``: the flags of :mod:`locust_llm.options`;
-- ``init``: one :class:`LLMRun` per environment; on the master (or the single process) the flags are validated
-  (a bad value exits with code 2 and a one-line error) and, without ``--host``, the embedded simulator starts;
+- ``init``: one :class:`LLMRun` per environment with its :class:`~locust_llm.collect.collector.Collector`; on the
+  master (or the single process) the flags are validated (a bad value exits with code 2 and a one-line error)
+  and, without ``--host``, the embedded simulator starts;
 - ``test_start``: the config is (re)built from the options the run was started with (workers receive them here);
-- ``quitting`` / ``quit``: the per-step table is printed and the simulator stopped.
+- ``quitting``: the per-step CSVs are written (also every 10 s while running);
+- ``quit``: the per-step table is printed and the simulator stopped.
 """
 
 from __future__ import annotations
@@ -14,19 +16,18 @@ from __future__ import annotations
 import atexit
 import logging
 import sys
-import time
 import weakref
 from typing import Any
 
+import gevent
 import locust
 from locust.env import Environment
 from locust.exception import StopTest
-from locust.runners import WorkerRunner
+from locust.runners import MasterRunner, WorkerRunner
 
-from locust_llm.collect.csvfile import steps_csv_path, write_steps_csv
-from locust_llm.collect.rows import StepWindow, format_table, step_rows
-from locust_llm.collect.stats import StatsTable
-from locust_llm.collect.timeline import Timeline
+from locust_llm.collect.collector import Collector
+from locust_llm.collect.csvfile import steps_csv_path, workers_csv_path, write_csv
+from locust_llm.collect.rows import COLUMNS, WORKER_COLUMNS, format_table
 from locust_llm.metrics import RequestResult
 from locust_llm.options import ConfigError, RunConfig, add_arguments
 from locust_llm.sim.launcher import EmbeddedSim, SimStartError
@@ -38,6 +39,8 @@ logger = logging.getLogger("locust_llm")
 _RUNS: weakref.WeakKeyDictionary[Environment, LLMRun] = weakref.WeakKeyDictionary()
 _installed: set[int] = set()
 
+CSV_REFRESH_S = 10.0
+
 
 class LLMError(Exception):
     """The exception reported on the ``E2E`` event of a failed request; its text is the classified message."""
@@ -46,23 +49,28 @@ class LLMError(Exception):
         return str(self)
 
 
+def _role(runner: Any) -> str:
+    if isinstance(runner, WorkerRunner):
+        return "worker"
+    return "master" if isinstance(runner, MasterRunner) else "local"
+
+
 class LLMRun:
     """Per-environment state of a locust-llm run."""
 
-    def __init__(self, environment: Environment) -> None:
+    def __init__(self, environment: Environment, runner: Any) -> None:
         self.environment = environment
+        self.role = _role(runner)
         self.config: RunConfig | None = None
         self.model = ""
+        self.itl_events = True
         self.sim: EmbeddedSim | None = None
-        self.timeline = Timeline()
-        self.table = StatsTable()
-        self.began_ns: int | None = None
-        self.ended_ns: int | None = None
-        self.closed = False
+        self.collector = Collector(environment, self.role)
+        self._writer: gevent.Greenlet | None = None
 
     @property
     def is_worker(self) -> bool:
-        return isinstance(self.environment.runner, WorkerRunner)
+        return self.role == "worker"
 
     def require_config(self) -> RunConfig:
         if self.config is None:
@@ -72,12 +80,12 @@ class LLMRun:
 
     def configure(self) -> RunConfig:
         """(Re)build the config from the environment's parsed options; raises :class:`ConfigError`."""
-        options = self.environment.parsed_options
-        config = RunConfig.from_options(options)
+        config = RunConfig.from_options(self.environment.parsed_options)
         host = self.environment.host
         if config.model is None and host and (self.sim is None or host != self.sim.url):
             raise ConfigError(f"--model is required with --host (e.g. --model grok-4), got --host {host}")
         self.config = config
+        self.itl_events = config.itl_events
         self.model = config.model or self.model
         return config
 
@@ -85,9 +93,9 @@ class LLMRun:
 
     def record(self, result: RequestResult) -> None:
         """File ``result`` under its step and fire the Locust events ``TTFT``, ``ITL`` and ``E2E``."""
-        if self.closed:
+        if self.collector.closed:
             return
-        self.table.add(result, self.timeline.locate)
+        self.collector.record(result)
         fire = self.environment.events.request.fire
         model = result.model
         ttft = result.ttft_ns
@@ -100,15 +108,9 @@ class LLMRun:
                 exception=None,
                 context={},
             )
-            for gap in result.itl_gaps_ns():
-                fire(
-                    request_type="ITL",
-                    name=model,
-                    response_time=gap / 1e6,
-                    response_length=0,
-                    exception=None,
-                    context={},
-                )
+            for gap in result.itl_gaps_ns() if self.itl_events else ():
+                fire(request_type="ITL", name=model, response_time=gap / 1e6, response_length=0, exception=None,
+                     context={})  # fmt: skip
         fire(
             request_type="E2E",
             name=model,
@@ -122,39 +124,52 @@ class LLMRun:
 
     def begin_step(self, step: int, users: int, step_duration_s: float | None = None) -> None:
         """Stamp the start of step number ``step`` (from 1) with ``users`` users."""
-        now = time.perf_counter_ns()
-        if self.began_ns is None:
-            self.began_ns = now
         warmup_s = self.require_config().warmup_s(step_duration_s)
-        self.timeline.begin(step, users, now, int(warmup_s * 1e9))
-        logger.info("step %d: %d users (warm-up %.1f s)", step, users, warmup_s)
+        self.collector.begin_step(step, users, int(warmup_s * 1e9))
+        logger.info("locust-llm step %d: %d users (warm-up %.1f s)", step, users, warmup_s)
+        if self._writer is None and self.csv_prefix:
+            self._writer = gevent.spawn(self._refresh_csv)
 
     def end(self) -> None:
-        if self.ended_ns is None:
-            self.ended_ns = time.perf_counter_ns()
+        self.collector.end()
 
-    def windows(self) -> list[StepWindow]:
-        marks = self.timeline.marks
-        if not marks or self.began_ns is None:
-            return []
-        end_ns = self.ended_ns or time.perf_counter_ns()
-        out = []
-        for i, mark in enumerate(marks):
-            until = marks[i + 1].began_ns if i + 1 < len(marks) else end_ns
-            start = mark.began_ns + mark.warmup_ns
-            out.append(
-                StepWindow(
-                    step=mark.step,
-                    users=mark.users,
-                    start_s=(start - self.began_ns) / 1e9,
-                    duration_s=max(0.0, (until - start) / 1e9),
-                    warmup_s=mark.warmup_ns / 1e9,
-                )
-            )
-        return out
+    # -- outputs -----------------------------------------------------------------------------------------------
+
+    @property
+    def csv_prefix(self) -> str | None:
+        return getattr(self.environment.parsed_options, "csv_prefix", None)
 
     def rows(self) -> list[dict[str, Any]]:
-        return step_rows(self.table, self.windows())
+        config = self.require_config()
+        return self.collector.rows(config.max_generator_cpu_pct, config.max_sched_lag_ms)
+
+    def write_csv(self) -> None:
+        prefix = self.csv_prefix
+        if not prefix:
+            return
+        write_csv(steps_csv_path(prefix), COLUMNS, self.rows())
+        if self.role == "master":
+            write_csv(workers_csv_path(prefix), WORKER_COLUMNS, self.collector.worker_rows())
+
+    def _refresh_csv(self) -> None:
+        while not self.collector.closed:
+            gevent.sleep(CSV_REFRESH_S)
+            if not self.collector.closed:
+                try:
+                    self.write_csv()
+                except OSError as exc:
+                    logger.error("locust-llm: could not write the per-step CSV: %s", exc)
+
+    def finish(self) -> None:
+        """End of the run: stop recording and write the outputs (idempotent)."""
+        if self.collector.closed:
+            return
+        self.end()
+        self.collector.closed = True
+        self.collector.detach()
+        if self._writer is not None:
+            self._writer.kill(block=False)
+        self.write_csv()
 
     # -- embedded simulator ------------------------------------------------------------------------------------
 
@@ -194,8 +209,9 @@ def _fail_startup(message: str) -> None:
 
 
 def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> None:
-    run = _RUNS[environment] = LLMRun(environment)
-    if isinstance(runner, WorkerRunner):
+    run = _RUNS[environment] = LLMRun(environment, runner)
+    run.collector.attach()
+    if run.is_worker:
         return
     try:
         config = RunConfig.from_options(environment.parsed_options)
@@ -203,27 +219,32 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
         _fail_startup(str(exc))
         return
     if not environment.host:
-        try:
-            environment.host = run.start_sim(config.sim_args)
-            served = run.served_models()
-        except (SimStartError, OSError) as exc:
-            run.stop_sim()
-            _fail_startup(f"{exc}; check --sim-args {' '.join(config.sim_args)!r} with 'locust-llm sim --help'")
-            return
-        if config.model is not None and config.model not in served:
-            run.stop_sim()
-            _fail_startup(
-                f"--model {config.model} was given without --host, and the embedded simulator serves "
-                f"{', '.join(served)}. Pass --host URL to test a real endpoint."
-            )
-        run.model = config.model or served[0]
-        if environment.parsed_options is not None:
-            environment.parsed_options.model = run.model  # workers learn the model from the spawn message
+        _start_embedded_sim(run, config)
     try:
         run.configure()
     except ConfigError as exc:
         run.stop_sim()
         _fail_startup(str(exc))
+
+
+def _start_embedded_sim(run: LLMRun, config: RunConfig) -> None:
+    environment = run.environment
+    try:
+        environment.host = run.start_sim(config.sim_args)
+        served = run.served_models()
+    except (SimStartError, OSError) as exc:
+        run.stop_sim()
+        _fail_startup(f"{exc}; check --sim-args {' '.join(config.sim_args)!r} with 'locust-llm sim --help'")
+        return
+    if config.model is not None and config.model not in served:
+        run.stop_sim()
+        _fail_startup(
+            f"--model {config.model} was given without --host, and the embedded simulator serves "
+            f"{', '.join(served)}. Pass --host URL to test a real endpoint."
+        )
+    run.model = config.model or served[0]
+    if environment.parsed_options is not None:
+        environment.parsed_options.model = run.model  # workers learn the model from the spawn message
 
 
 def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
@@ -236,20 +257,13 @@ def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
         logger.error("locust-llm: %s", exc)
         if environment.runner is not None and not run.is_worker:
             environment.runner.quit()
-        return
-    if not run.is_worker:
-        run.closed = False
 
 
 def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
     run = _RUNS.get(environment)
     if run is None or run.is_worker:
         return
-    run.end()
-    run.closed = True
-    prefix = getattr(environment.parsed_options, "csv_prefix", None)
-    if prefix:
-        write_steps_csv(steps_csv_path(prefix), run.rows())
+    run.finish()
 
 
 def _on_quit(**_kwargs: Any) -> None:
@@ -260,6 +274,9 @@ def _on_quit(**_kwargs: Any) -> None:
         if rows:
             print("\nlocust-llm per-step results (steady state; warm-up after each step change excluded)")
             print(format_table(rows), flush=True)
+            invalid = [f"step {r['step']}: {r['invalid_reasons']}" for r in rows if not r["valid"]]
+            for line in invalid:
+                print(f"  invalid {line}", flush=True)
         run.stop_sim()
 
 

@@ -174,6 +174,12 @@ def parse_chunk(data: bytes) -> ChatChunk:
 def _scan_choices(choices: Any, data: bytes) -> tuple[bool, str | None]:
     if not choices:
         return False, None
+    if type(choices) is list and len(choices) == 1 and type(choices[0]) is dict:  # the usual chunk: one choice
+        choice = choices[0]
+        delta = choice.get("delta")
+        has_token = type(delta) is dict and bool(delta.get("content") or _other_token(delta))
+        finish = choice.get("finish_reason")
+        return has_token, (str(finish) if finish else None)
     if not isinstance(choices, list):
         raise MalformedChunk(f"'choices' is not a list: {_preview(data)}")
     has_token = False
@@ -187,6 +193,10 @@ def _scan_choices(choices: Any, data: bytes) -> tuple[bool, str | None]:
         if choice.get("finish_reason"):
             finish_reason = str(choice["finish_reason"])
     return has_token, finish_reason
+
+
+def _other_token(delta: dict[str, Any]) -> bool:
+    return any(delta.get(field) for field in _TOKEN_FIELDS[1:])
 
 
 def _error_message(error: Any) -> str:

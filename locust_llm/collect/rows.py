@@ -15,7 +15,7 @@ from typing import Any
 
 from locust_llm.collect.stats import STEADY, StatsTable, StepStats
 
-__all__ = ["COLUMNS", "StepWindow", "format_table", "step_rows"]
+__all__ = ["COLUMNS", "WORKER_COLUMNS", "StepWindow", "format_table", "step_rows"]
 
 COLUMNS = (
     "step",
@@ -56,6 +56,9 @@ COLUMNS = (
     "valid",
     "invalid_reasons",
 )
+
+WORKER_COLUMNS = ("step", "phase", "model", "worker", "requests", "ok", "completion_tokens", "cpu_max_pct")
+"""``{csv_prefix}_llm_workers.csv`` (distributed runs): what each worker contributed to each step and phase."""
 
 
 @dataclass(frozen=True)

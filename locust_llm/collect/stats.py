@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from locust_llm.collect.timeline import STEADY, WARMUP
 from locust_llm.histogram import Histogram
 from locust_llm.metrics import RequestResult, StatusClass
 
-__all__ = ["COUNTERS", "HISTOGRAMS", "StatsKey", "StatsTable", "StepStats"]
+__all__ = ["COUNTERS", "HISTOGRAMS", "STEADY", "WARMUP", "StatsKey", "StatsTable", "StepStats"]
 
 HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag")
 """``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up."""
@@ -32,15 +33,12 @@ COUNTERS = (
     "estimated_token_requests",
 )
 
-STEADY = "steady"
-WARMUP = "warmup"
-
 
 @dataclass(frozen=True, order=True)
 class StatsKey:
     step: int
     model: str
-    phase: str  # STEADY or WARMUP
+    phase: str  # steady, warmup or drain (see collect.timeline)
 
 
 @dataclass
@@ -76,7 +74,7 @@ class StepStats:
         return stats
 
 
-Locate = Callable[[int], tuple[int, bool]]
+Locate = Callable[[int], tuple[int, str]]
 
 
 class StatsTable:
@@ -98,8 +96,8 @@ class StatsTable:
         return stats
 
     def _at(self, locate: Locate, model: str, t_ns: int) -> StepStats:
-        step, steady = locate(t_ns)
-        return self.get(StatsKey(step, model, STEADY if steady else WARMUP))
+        step, phase = locate(t_ns)
+        return self.get(StatsKey(step, model, phase))
 
     def add(self, result: RequestResult, locate: Locate) -> None:
         """File every measurement of ``result`` under the step it was observed in (see module docstring)."""

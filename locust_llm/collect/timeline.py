@@ -4,8 +4,8 @@ Each process stamps a step change with its own monotonic clock when it learns of
 workers from the master's message), so clock skew between machines never matters: only local differences are used.
 
 Steps are numbered from 1. A sample observed at local time ``t`` belongs to the last step that began at or before
-``t``. It is *steady* when ``t - step_began >= warmup`` and *warm-up* otherwise. Samples before the first step
-belong to step 0.
+``t``. Its phase is ``steady`` when ``t - step_began >= warmup``, ``warmup`` before that, and ``drain`` once the
+run has ended (requests finishing while users stop). Samples before the first step belong to step 0.
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ from __future__ import annotations
 import bisect
 from dataclasses import dataclass
 
-__all__ = ["StepMark", "Timeline"]
+__all__ = ["DRAIN", "STEADY", "WARMUP", "StepMark", "Timeline"]
+
+STEADY = "steady"
+WARMUP = "warmup"
+DRAIN = "drain"
 
 
 @dataclass(frozen=True)
@@ -28,6 +32,7 @@ class Timeline:
     def __init__(self) -> None:
         self._began: list[int] = []
         self._marks: list[StepMark] = []
+        self.ended_ns: int | None = None
 
     @property
     def marks(self) -> tuple[StepMark, ...]:
@@ -46,10 +51,17 @@ class Timeline:
         self._marks.append(mark)
         return mark
 
-    def locate(self, t_ns: int) -> tuple[int, bool]:
-        """``(step, steady)`` of a sample observed at ``t_ns``."""
+    def end(self, now_ns: int) -> None:
+        """Record the end of the run (samples from then on are ``drain``)."""
+        if self.ended_ns is None:
+            self.ended_ns = now_ns
+
+    def locate(self, t_ns: int) -> tuple[int, str]:
+        """``(step, phase)`` of a sample observed at ``t_ns``."""
         i = bisect.bisect_right(self._began, t_ns) - 1
         if i < 0:
-            return 0, False
+            return 0, WARMUP
         mark = self._marks[i]
-        return mark.step, t_ns - mark.began_ns >= mark.warmup_ns
+        if self.ended_ns is not None and t_ns >= self.ended_ns:
+            return mark.step, DRAIN
+        return mark.step, STEADY if t_ns - mark.began_ns >= mark.warmup_ns else WARMUP

@@ -11,19 +11,23 @@ __all__ = ["StepShape"]
 
 
 class StepShape(LoadTestShape):
-    """Holds each of ``--steps`` users for ``--step-duration``, then stops (headless: quits).
+    """Holds each of ``--steps`` users for ``--step-duration``, then drains and stops (headless: quits).
 
     ``tick()`` runs on the master (or the single process) only; each step change is stamped there and, in a
-    distributed run, sent to the workers.
+    distributed run, sent to the workers. After the last step the shape asks for 0 users once: with
+    ``--stop-timeout`` the users finish the request they are in (filed as *drain*, outside every step) and the
+    workers report them before the run quits.
     """
 
     def __init__(self) -> None:
         super().__init__()
         self._index: int | None = None
+        self._drained = False
 
     def reset_time(self) -> None:
         super().reset_time()
         self._index = None
+        self._drained = False
 
     def tick(self) -> tuple[int, float] | None:
         assert self.runner is not None
@@ -33,7 +37,10 @@ class StepShape(LoadTestShape):
         step = plan.step_at(self.get_run_time())
         if step is None:
             run.end()
-            return None
+            if self._drained:
+                return None
+            self._drained = True
+            return 0, float(max(plan.steps))
         if step.index != self._index:
             self._index = step.index
             run.begin_step(step.index + 1, step.users, plan.step_duration_s)

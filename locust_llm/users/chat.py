@@ -32,7 +32,9 @@ class ChatStreamUser(FastHttpUser):
     def __init__(self, environment: Environment) -> None:
         self.llm: LLMRun = llm_run(environment)
         self.config = config = self.llm.require_config()
-        self.network_timeout = config.request_timeout_s
+        # No per-read socket timeout: gevent arms a Timeout around every recv of a socket that has one, a cost
+        # paid per token. The whole request runs under one deadline instead (users.stream.run_stream).
+        self.network_timeout = None  # type: ignore[assignment]
         self.connection_timeout = min(30.0, config.request_timeout_s)
         super().__init__(environment)
         base = (self.host or "").rstrip("/")

@@ -62,3 +62,12 @@ def sim(*args: str):
 def read_csv(path: Path) -> list[dict[str, str]]:
     with open(path, newline="", encoding="utf-8") as handle:
         return list(csv.DictReader(handle))
+
+
+def free_port() -> int:
+    """A port free right now (for Locust's master, which cannot bind to port 0 and say which port it got)."""
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

@@ -92,3 +92,17 @@ def test_sim_args_are_split_like_a_shell():
         "--model",
         "a b",
     )
+
+
+def test_itl_events_flag():
+    assert RunConfig.from_options(options()).itl_events is True
+    assert RunConfig.from_options(options(locust_itl_events="off")).itl_events is False
+    with pytest.raises(ConfigError, match="--locust-itl-events must be one of each, off, got 'some'"):
+        RunConfig.from_options(options(locust_itl_events="some"))
+
+
+def test_generator_health_thresholds():
+    config = RunConfig.from_options(options(max_generator_cpu="90%", max_sched_lag="25ms"))
+    assert (config.max_generator_cpu_pct, config.max_sched_lag_ms) == (90.0, 25.0)
+    with pytest.raises(ConfigError, match="--max-generator-cpu must be a percentage"):
+        RunConfig.from_options(options(max_generator_cpu="lots"))

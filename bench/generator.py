@@ -1,0 +1,109 @@
+"""Generator accuracy and cost: locust-llm's user vs a minimal asyncio + aiohttp client, on one core.
+
+    python bench/generator.py [--streams 128,256,512] [--seconds 25]
+
+A pacing server with known TTFT (200 ms) and ITL (20 ms) — the simulator's pacing engine — runs on one core; the
+generator under test runs alone on the other. For each stream count it prints, side by side from one run, the
+error of the measured TTFT/ITL p50/p99 against the truth and the generator CPU per streamed token, for (a)
+locust-llm's ChatStreamUser with full recording (Locust events, per-step histograms) and (b) the reference
+client (bench/aiohttp_client.py). CPU is read from /proc over the steady window (after the warm-up).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from _common import PY, ROOT, cores, cpu_s, pinned, start_server, stop, table
+
+TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
+
+
+def served_tokens(origin: str) -> int:
+    with urllib.request.urlopen(origin + "/sim/stats", timeout=30) as resp:
+        stats = json.load(resp)
+    return sum(m["tokens_emitted"] for m in stats["models"].values()), stats["lateness_ms"]["p99"]
+
+
+def run_generator(kind: str, url: str, streams: int, seconds: float, core: int | None) -> dict:
+    origin = url.rsplit("/v1", 1)[0]
+    with tempfile.TemporaryDirectory() as tmp:
+        if kind == "locust-llm":
+            cmd = [PY, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", "--host", url, "--model",
+                   "sim-llm", "--steps", str(streams), "--step-duration", f"{seconds}s", "--warmup", f"{WARMUP_S}s",
+                   "--max-tokens", str(MAX_TOKENS), "--csv", f"{tmp}/run", "--only-summary"]  # fmt: skip
+        else:
+            cmd = [PY, str(ROOT / "bench" / "aiohttp_client.py"), url, "sim-llm", str(streams), str(MAX_TOKENS),
+                   str(seconds), str(WARMUP_S)]  # fmt: skip
+        proc = subprocess.Popen(pinned(cmd, core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)  # fmt: skip
+        startup = 2.5 if kind == "locust-llm" else 0.5  # Locust imports and spawns before its shape starts
+        time.sleep(startup + WARMUP_S)
+        cpu0, tokens0 = cpu_s(proc.pid), served_tokens(origin)[0]
+        t0 = time.monotonic()
+        time.sleep(seconds - WARMUP_S - 2.0)
+        cpu1, (tokens1, lateness_p99) = cpu_s(proc.pid), served_tokens(origin)
+        wall = time.monotonic() - t0
+        out, _ = proc.communicate(timeout=seconds + 120)
+        if kind == "locust-llm":
+            row = _steps_row(Path(tmp) / "run_llm_steps.csv")
+        else:
+            row = json.loads(out.strip().splitlines()[-1])
+    tokens = tokens1 - tokens0
+    return {
+        "generator": kind,
+        "streams": streams,
+        "ttft_p50_err_ms": round(float(row["ttft_p50_ms"]) - TTFT_MS, 2),
+        "ttft_p99_err_ms": round(float(row["ttft_p99_ms"]) - TTFT_MS, 2),
+        "itl_p50_err_ms": round(float(row["itl_p50_ms"]) - ITL_MS, 2),
+        "itl_p99_err_ms": round(float(row["itl_p99_ms"]) - ITL_MS, 2),
+        "cpu_pct": round(100 * (cpu1 - cpu0) / wall, 1),
+        "us_per_token": round(1e6 * (cpu1 - cpu0) / tokens, 1) if tokens else "-",
+        "server_late_p99_ms": round(lateness_p99, 2),
+    }
+
+
+def _steps_row(path: Path) -> dict:
+    import csv
+
+    with open(path, newline="") as handle:
+        return next(csv.DictReader(handle))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", default="128,256,512", help="Concurrent streams (default: 128,256,512).")
+    parser.add_argument("--seconds", type=float, default=25.0, help="Run time per measurement (default: 25).")
+    args = parser.parse_args()
+    available = cores()
+    server_core, gen_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
+    rows = []
+    for streams in (int(s) for s in args.streams.split(",")):
+        for kind in ("locust-llm", "aiohttp"):
+            proc, url = start_server(
+                [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
+                 "--capacity", "100000", "--context-tokens", "100000"], server_core,
+            )  # fmt: skip
+            try:
+                print(f"  {kind} at {streams} streams ...", file=sys.stderr, flush=True)
+                rows.append(run_generator(kind, url, streams, args.seconds, gen_core))
+            finally:
+                stop(proc)
+    print(table(rows))
+    print()
+    for ours, ref in zip(rows[::2], rows[1::2], strict=True):
+        if isinstance(ours["us_per_token"], float) and isinstance(ref["us_per_token"], float):
+            print(
+                f"{ours['streams']:>4} streams: CPU per token locust-llm / aiohttp = "
+                f"{ours['us_per_token'] / ref['us_per_token']:.2f}"
+            )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""Generator memory over a long run: it must stay flat (bounded histograms, no per-sample lists).
+
+    python bench/soak.py [--minutes 30] [--users 128]
+
+Runs locust-llm against the embedded simulator at a fixed concurrency and samples the generator's RSS every
+10 s; prints the samples and the growth between the end of the first minute and the end of the run, next to the
+number of requests served (the reference: what a per-sample list would have grown with).
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+from _common import PY, ROOT
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--minutes", type=float, default=30.0, help="Run length (default: 30).")
+    parser.add_argument("--users", type=int, default=128, help="Concurrent users (default: 128).")
+    args = parser.parse_args()
+    seconds = int(args.minutes * 60)
+    with tempfile.TemporaryDirectory() as tmp:
+        cmd = [PY, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", "--steps", str(args.users),
+               "--step-duration", f"{seconds}s", "--csv", f"{tmp}/soak", "--only-summary",
+               "--sim-args", "--max-concurrent-per-key 100000"]  # fmt: skip
+        proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        gen = psutil.Process(proc.pid)
+        samples = []
+        start = time.monotonic()
+        while proc.poll() is None:
+            try:
+                rss = gen.memory_info().rss / 2**20
+            except psutil.Error:
+                break
+            samples.append((time.monotonic() - start, rss))
+            print(f"{samples[-1][0]:7.0f} s  RSS {rss:7.1f} MiB", file=sys.stderr, flush=True)
+            time.sleep(10)
+        proc.wait()
+        requests = _requests(Path(tmp) / "soak_stats.csv")
+    after_1m = next((rss for t, rss in samples if t >= 60), samples[0][1])
+    last = samples[-1][1]
+    print(
+        f"RSS after 1 min {after_1m:.1f} MiB, at the end {last:.1f} MiB: growth {last - after_1m:+.1f} MiB "
+        f"over {args.minutes:g} min and {requests} requests ({(last - after_1m) * 2**20 / max(1, requests):.1f} "
+        "bytes per request)"
+    )
+
+
+def _requests(path: Path) -> int:
+    import csv
+
+    with open(path, newline="") as handle:
+        return sum(int(r["Request Count"]) for r in csv.DictReader(handle) if r["Type"] == "E2E")
+
+
+if __name__ == "__main__":
+    main()

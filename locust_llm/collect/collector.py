@@ -1,0 +1,286 @@
+"""Per-step collection across Locust processes: record, ship worker deltas, merge on the master, judge health.
+
+Roles (one :class:`Collector` per process):
+
+- **local** (one process): records its own results and is the authority on steps.
+- **master**: stamps step changes (from the shape) and sends them to the workers (message ``locust_llm_step``; a
+  worker that connects later is told the current step and how long ago it began); merges the deltas the workers
+  attach to their reports (``report_to_master``, every 3 s and once more when they quit).
+- **worker**: stamps each step change with its own clock when the message arrives, files its samples, ships them.
+
+Health per step: every process samples its own CPU once a second and keeps the maximum per step; the master
+counts workers and notices one that goes missing. A step is marked invalid (never silently analysed) when a
+generator's CPU went over ``--max-generator-cpu``, a worker was lost during it, or the scheduling lag p99 went over
+``--max-sched-lag``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+import gevent
+import psutil
+
+from locust_llm.collect.rows import StepWindow, step_rows
+from locust_llm.collect.stats import STEADY, StatsTable
+from locust_llm.collect.timeline import Timeline
+from locust_llm.metrics import RequestResult
+
+__all__ = ["Collector", "StepHealth"]
+
+logger = logging.getLogger("locust_llm")
+
+STEP_MESSAGE = "locust_llm_step"
+END_MESSAGE = "locust_llm_end"
+REPORT_KEY = "locust_llm"
+
+
+@dataclass
+class StepHealth:
+    """What the generators looked like during one step (master or local view)."""
+
+    cpu_max_pct: dict[str, float] = field(default_factory=dict)  # process name -> max CPU % seen
+    workers_min: int | None = None
+    workers_max: int | None = None
+    lost: list[str] = field(default_factory=list)
+
+    def add_cpu(self, name: str, pct: float) -> None:
+        if pct > self.cpu_max_pct.get(name, -1.0):
+            self.cpu_max_pct[name] = pct
+
+    def add_workers(self, n: int) -> None:
+        self.workers_min = n if self.workers_min is None else min(self.workers_min, n)
+        self.workers_max = n if self.workers_max is None else max(self.workers_max, n)
+
+
+class CpuSampler:
+    """CPU % of this process since the previous sample (100 % = one core)."""
+
+    def __init__(self) -> None:
+        self._process = psutil.Process()
+        self._last = (time.monotonic(), self._cpu_s())
+
+    def _cpu_s(self) -> float:
+        times = self._process.cpu_times()
+        return float(times.user + times.system)
+
+    def sample(self) -> float:
+        now, cpu = time.monotonic(), self._cpu_s()
+        last_t, last_cpu = self._last
+        self._last = (now, cpu)
+        return 100.0 * (cpu - last_cpu) / max(1e-6, now - last_t)
+
+
+class Collector:
+    def __init__(self, environment: Any, role: str) -> None:
+        self.environment = environment
+        self.role = role  # "local", "master" or "worker"
+        self.name = "master" if role == "master" else ("local" if role == "local" else "worker")
+        self.timeline = Timeline()
+        self.table = StatsTable()  # this process's samples (on workers: the delta not yet shipped)
+        self.merged = StatsTable()  # master: everything the workers shipped
+        self.by_worker: dict[str, StatsTable] = defaultdict(StatsTable)
+        self.health: dict[int, StepHealth] = defaultdict(StepHealth)
+        self.worker_cpu: dict[int, float] = {}  # worker: this process's max CPU % per step (shipped)
+        self.began_ns: int | None = None
+        self.ended_ns: int | None = None
+        self.closed = False
+        self._cpu = CpuSampler()
+        self._known_workers: set[str] = set()
+        self._greenlet: gevent.Greenlet | None = None
+
+    # -- wiring ------------------------------------------------------------------------------------------------
+
+    def attach(self) -> None:
+        """Register message handlers and event listeners for this role, and start the health sampler."""
+        runner = self.environment.runner
+        events = self.environment.events
+        if self.role == "worker":
+            runner.register_message(STEP_MESSAGE, self._on_step_message)
+            runner.register_message(END_MESSAGE, self._on_end_message)
+            events.report_to_master.add_listener(self._on_report_to_master)
+        elif self.role == "master":
+            events.worker_report.add_listener(self._on_worker_report)
+            events.worker_connect.add_listener(self._on_worker_connect)
+        self._greenlet = gevent.spawn(self._sample_loop)
+
+    def detach(self) -> None:
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+
+    # -- recording ---------------------------------------------------------------------------------------------
+
+    def record(self, result: RequestResult) -> None:
+        if not self.closed:
+            self.table.add(result, self.timeline.locate)
+
+    # -- steps (master / local) --------------------------------------------------------------------------------
+
+    def begin_step(self, step: int, users: int, warmup_ns: int) -> None:
+        now = time.perf_counter_ns()
+        if self.began_ns is None:
+            self.began_ns = now
+        self.timeline.begin(step, users, now, warmup_ns)
+        if self.role == "master":
+            self._send(STEP_MESSAGE, {"step": step, "users": users, "warmup_ns": warmup_ns, "elapsed_ns": 0})
+
+    def end(self) -> None:
+        if self.ended_ns is not None:
+            return
+        self.ended_ns = time.perf_counter_ns()
+        self.timeline.end(self.ended_ns)
+        if self.role == "master":
+            self._send(END_MESSAGE, {"elapsed_ns": 0})
+
+    def _send(self, kind: str, data: dict[str, Any], client_id: str | None = None) -> None:
+        try:
+            self.environment.runner.send_message(kind, data, client_id)
+        except Exception as exc:  # a dying worker must not break the master's shape
+            logger.warning("locust-llm: could not tell workers about the step change: %s", exc)
+
+    def _on_worker_connect(self, client_id: str, **_kw: Any) -> None:
+        mark = self.timeline.current
+        if mark is None:
+            return
+        elapsed = time.perf_counter_ns() - mark.began_ns
+        data = {"step": mark.step, "users": mark.users, "warmup_ns": mark.warmup_ns, "elapsed_ns": elapsed}
+        self._send(STEP_MESSAGE, data, client_id)
+
+    # -- worker side -------------------------------------------------------------------------------------------
+
+    def _on_step_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        data = msg.data
+        now = time.perf_counter_ns()
+        self.timeline.begin(
+            int(data["step"]), int(data["users"]), now - int(data["elapsed_ns"]), int(data["warmup_ns"])
+        )
+
+    def _on_end_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self.timeline.end(time.perf_counter_ns())
+
+    def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+        delta = self.table.drain()
+        data[REPORT_KEY] = {"stats": delta.to_wire(), "cpu": {str(k): v for k, v in self.worker_cpu.items()}}
+
+    # -- master side -------------------------------------------------------------------------------------------
+
+    def _on_worker_report(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+        report = data.get(REPORT_KEY)
+        if not report:
+            return
+        try:
+            delta = StatsTable.from_wire(report["stats"])
+        except (ValueError, KeyError) as exc:
+            logger.error("locust-llm: dropped a malformed report from worker %s: %s", client_id, exc)
+            return
+        self.merged.merge(delta)
+        self.by_worker[client_id].merge(delta)
+        for step, pct in report.get("cpu", {}).items():
+            self.health[int(step)].add_cpu(client_id, float(pct))
+
+    # -- health ------------------------------------------------------------------------------------------------
+
+    def _sample_loop(self) -> None:
+        while True:
+            gevent.sleep(1.0)
+            self.sample_health()
+
+    def sample_health(self) -> None:
+        pct = self._cpu.sample()
+        mark = self.timeline.current
+        if mark is None or self.ended_ns is not None:
+            return
+        if self.role == "worker":
+            self.worker_cpu[mark.step] = max(self.worker_cpu.get(mark.step, 0.0), pct)
+            return
+        health = self.health[mark.step]
+        health.add_cpu(self.name, pct)
+        if self.role == "master":
+            self._check_workers(health)
+
+    def _check_workers(self, health: StepHealth) -> None:
+        clients = self.environment.runner.clients
+        alive = {c.id for c in clients.all if c.state != "missing"}
+        health.add_workers(len(alive))
+        for lost in sorted(self._known_workers - alive):
+            health.lost.append(lost)
+            logger.warning("locust-llm: worker %s was lost; this step is marked invalid", lost)
+        self._known_workers = alive
+
+    # -- results -----------------------------------------------------------------------------------------------
+
+    def results(self) -> StatsTable:
+        """Everything recorded: this process's samples plus, on the master, the workers'."""
+        return StatsTable().merge(self.table).merge(self.merged)
+
+    def windows(self, max_cpu_pct: float, max_lag_ms: float) -> list[StepWindow]:
+        marks = self.timeline.marks
+        if not marks or self.began_ns is None:
+            return []
+        end_ns = self.ended_ns or time.perf_counter_ns()
+        table = self.results()
+        out = []
+        for i, mark in enumerate(marks):
+            until = marks[i + 1].began_ns if i + 1 < len(marks) else end_ns
+            start = mark.began_ns + mark.warmup_ns
+            health = self.health.get(mark.step, StepHealth())
+            reasons = self._invalid_reasons(mark.step, health, table, max_cpu_pct, max_lag_ms)
+            out.append(
+                StepWindow(
+                    step=mark.step,
+                    users=mark.users,
+                    start_s=(start - self.began_ns) / 1e9,
+                    duration_s=max(0.0, (until - start) / 1e9),
+                    warmup_s=mark.warmup_ns / 1e9,
+                    cpu_max_pct=round(max(health.cpu_max_pct.values()), 1) if health.cpu_max_pct else None,
+                    workers=health.workers_min if self.role == "master" else None,
+                    invalid_reasons=tuple(reasons),
+                )
+            )
+        return out
+
+    @staticmethod
+    def _invalid_reasons(
+        step: int, health: StepHealth, table: StatsTable, max_cpu_pct: float, max_lag_ms: float
+    ) -> list[str]:
+        reasons = []
+        for name, pct in sorted(health.cpu_max_pct.items()):
+            if pct > max_cpu_pct:
+                reasons.append(f"generator saturated: {name} CPU {pct:.0f}% > {max_cpu_pct:g}%")
+        reasons += [f"worker lost during the step: {name}" for name in health.lost]
+        for key, stats in table:
+            lag = stats.hist["lag"]
+            if key.step == step and key.phase == STEADY and lag.count:
+                p99_ms = lag.quantile(0.99) / 1e6
+                if p99_ms > max_lag_ms:
+                    reasons.append(f"scheduling lag p99 {p99_ms:.1f} ms > {max_lag_ms:g} ms ({key.model})")
+        return reasons
+
+    def rows(self, max_cpu_pct: float, max_lag_ms: float, prices: tuple[float | None, float | None] = (None, None)):
+        return step_rows(self.results(), self.windows(max_cpu_pct, max_lag_ms), *prices)
+
+    def worker_rows(self) -> list[dict[str, Any]]:
+        """Per worker, step and phase: requests, ok and tokens (the master's breakdown of what it merged)."""
+        rows = []
+        for worker, table in sorted(self.by_worker.items()):
+            for key, stats in table:
+                c = stats.counts
+                cpu = self.health.get(key.step, StepHealth()).cpu_max_pct.get(worker)
+                rows.append(
+                    {
+                        "step": key.step,
+                        "phase": key.phase,
+                        "model": key.model,
+                        "worker": worker,
+                        "requests": c["requests"],
+                        "ok": c["ok"],
+                        "completion_tokens": c["completion_tokens"],
+                        "cpu_max_pct": "" if cpu is None else round(cpu, 1),
+                    }
+                )
+        return rows

@@ -1,0 +1,128 @@
+"""Real master and worker processes on 127.0.0.1: nothing lost, nothing counted twice, lost workers flagged."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from tests.support.procs import LOCUSTFILE, clean_env, free_port, read_csv, run_locust, sim
+
+TTFT_MS, ITL_MS, MAX_TOKENS = 100.0, 10.0, 32
+SIM = ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--capacity", "256")
+SWEEP = ("--steps", "4,8", "--step-duration", "8s", "--warmup", "3s", "--max-tokens", str(MAX_TOKENS),
+         "--stop-timeout", "20", "--model", "sim-llm")  # fmt: skip
+
+
+def locust_cmd(*args):
+    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
+
+
+def distributed_run(tmp_path, host, workers, sweep=SWEEP, kill_worker_after_s=None):
+    port = free_port()
+    master = subprocess.Popen(
+        locust_cmd("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+                   "--expect-workers", str(workers), "--host", host, "--csv", str(tmp_path / "run"), *sweep),
+        cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    procs = [
+        subprocess.Popen(locust_cmd("--worker", "--master-host", "127.0.0.1", "--master-port", str(port)),
+                         cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(workers)
+    ]  # fmt: skip
+    try:
+        if kill_worker_after_s is not None:
+            time.sleep(kill_worker_after_s)
+            procs[0].send_signal(signal.SIGKILL)
+        out, err = master.communicate(timeout=150)
+    finally:
+        for p in (master, *procs):
+            if p.poll() is None:
+                p.kill()
+            p.wait()
+    return master.returncode, out, err
+
+
+def sim_stats(base):
+    with urllib.request.urlopen(base.rsplit("/v1", 1)[0] + "/sim/stats", timeout=10) as resp:
+        return json.load(resp)["models"]["sim-llm"]
+
+
+def by_step(rows):
+    return {int(r["step"]): r for r in rows}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The same load twice: a master with 2 workers, then a single process (each against its own simulator)."""
+    out = {}
+    with sim(*SIM) as base:
+        path = tmp_path_factory.mktemp("distributed")
+        code, stdout, stderr = distributed_run(path, base, workers=2)
+        out["distributed"] = (code, stdout, stderr, path, sim_stats(base))
+    with sim(*SIM) as base:
+        path = tmp_path_factory.mktemp("single")
+        proc = run_locust("--headless", "--host", base, "--csv", str(path / "run"), *SWEEP, cwd=path)
+        out["single"] = (proc.returncode, proc.stdout, proc.stderr, path, sim_stats(base))
+    return out
+
+
+def test_distributed_run_completes(runs):
+    code, stdout, stderr, _path, _ = runs["distributed"]
+    assert code == 0, stderr[-3000:]
+    assert "Traceback" not in stderr
+    assert "locust-llm per-step results" in stdout
+
+
+def test_nothing_lost_nothing_counted_twice(runs):
+    _, _, _, path, served = runs["distributed"]
+    steps = by_step(read_csv(path / "run_llm_steps.csv"))
+    workers = read_csv(path / "run_llm_workers.csv")
+    assert len({w["worker"] for w in workers}) == 2
+    for step, row in steps.items():
+        shares = [w for w in workers if int(w["step"]) == step and w["phase"] == "steady"]
+        assert int(row["requests"]) == sum(int(w["requests"]) for w in shares) > 0
+        assert int(row["completion_tokens"]) == sum(int(w["completion_tokens"]) for w in shares)
+        assert row["workers"] == "2" and row["valid"] == "True", row
+    # every request the simulator answered was recorded by exactly one worker (all phases, incl. the drain)
+    assert sum(int(w["requests"]) for w in workers) == served["finished"] > 0
+    locust_e2e = next(r for r in read_csv(path / "run_stats.csv") if r["Type"] == "E2E")
+    assert int(locust_e2e["Request Count"]) == served["finished"]
+    assert served["cancelled"] == 0
+
+
+def test_percentiles_match_a_single_process_run_of_the_same_load(runs):
+    dist = by_step(read_csv(runs["distributed"][3] / "run_llm_steps.csv"))
+    single = by_step(read_csv(runs["single"][3] / "run_llm_steps.csv"))
+    assert runs["single"][0] == 0
+    for step in (1, 2):
+        for column, truth in (("ttft_p50_ms", TTFT_MS), ("itl_p50_ms", ITL_MS), ("ttft_p90_ms", TTFT_MS)):
+            a, b = float(dist[step][column]), float(single[step][column])
+            # same load, same simulator: equal within the histogram's 0.8 % plus a little scheduling noise
+            assert abs(a - b) <= 0.02 * truth + 2.0, (step, column, a, b)
+
+
+def test_a_killed_worker_marks_its_step_invalid_and_the_run_still_completes(tmp_path):
+    sweep = ("--steps", "6,12", "--step-duration", "12s", "--warmup", "2s", "--max-tokens", str(MAX_TOKENS),
+             "--model", "sim-llm")  # fmt: skip
+    with sim(*SIM) as base:
+        _code, stdout, stderr = distributed_run(tmp_path, base, workers=3, sweep=sweep, kill_worker_after_s=15)
+    assert "Traceback" not in stderr
+    steps = by_step(read_csv(tmp_path / "run_llm_steps.csv"))
+    assert steps[1]["valid"] == "True", steps[1]
+    assert steps[2]["valid"] == "False" and "worker lost during the step" in steps[2]["invalid_reasons"], steps[2]
+    assert "invalid step 2: worker lost during the step" in stdout
+
+
+def test_processes_flag_runs_a_master_and_forked_workers(tmp_path):
+    with sim(*SIM) as base:
+        proc = run_locust("--headless", "--processes", "2", "--host", base, "--csv", str(tmp_path / "run"),
+                          "--steps", "2,4", "--step-duration", "5s", "--warmup", "2s", "--model", "sim-llm",
+                          cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    steps = read_csv(tmp_path / "run_llm_steps.csv")
+    assert [int(r["users"]) for r in steps] == [2, 4]
+    assert all(int(r["requests"]) > 0 and r["workers"] == "2" for r in steps)

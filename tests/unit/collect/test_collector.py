@@ -1,0 +1,98 @@
+from types import SimpleNamespace
+
+from locust_llm.collect.collector import REPORT_KEY, Collector, StepHealth
+from locust_llm.collect.stats import StatsKey, StatsTable
+from locust_llm.metrics import RequestResult
+
+MS = 1_000_000
+
+
+class FakeRunner:
+    def __init__(self):
+        self.sent = []
+        self.clients = SimpleNamespace(all=[])
+
+    def send_message(self, kind, data, client_id=None):
+        self.sent.append((kind, data, client_id))
+
+
+def collector(role):
+    env = SimpleNamespace(runner=FakeRunner(), events=None)
+    return Collector(env, role)
+
+
+def result(sent_ns, tokens=3, lag_ns=0):
+    token_ns = [sent_ns + 100 * MS + i * 10 * MS for i in range(tokens)]
+    return RequestResult("m", sent_ns - lag_ns, sent_ns, token_ns[-1], token_ns=token_ns, completion_tokens=tokens)
+
+
+def test_master_broadcasts_step_changes_and_the_end():
+    c = collector("master")
+    c.begin_step(1, 8, warmup_ns=5 * 10**9)
+    c.end()
+    kinds = [k for k, _, _ in c.environment.runner.sent]
+    assert kinds == ["locust_llm_step", "locust_llm_end"]
+    assert c.environment.runner.sent[0][1]["users"] == 8
+
+
+def test_worker_stamps_steps_with_its_own_clock_and_ships_deltas_once():
+    w = collector("worker")
+    w._on_step_message(None, SimpleNamespace(data={"step": 1, "users": 4, "warmup_ns": 0, "elapsed_ns": 10**9}))
+    mark = w.timeline.current
+    assert mark.step == 1 and mark.users == 4
+    now = mark.began_ns + 2 * 10**9
+    w.record(result(now))
+    data = {}
+    w._on_report_to_master("w1", data)
+    shipped = StatsTable.from_wire(data[REPORT_KEY]["stats"])
+    assert shipped.get(StatsKey(1, "m", "steady")).counts["requests"] == 1
+    again = {}
+    w._on_report_to_master("w1", again)
+    assert again[REPORT_KEY]["stats"] == []
+
+
+def test_master_merges_reports_per_worker_and_drops_malformed_ones():
+    m = collector("master")
+    for worker in ("w1", "w2"):
+        table = StatsTable()
+        table.add(result(10**9), lambda t: (1, "steady"))
+        m._on_worker_report(worker, {REPORT_KEY: {"stats": table.to_wire(), "cpu": {"1": 42.0}}})
+    m._on_worker_report("w3", {REPORT_KEY: {"stats": [["x"]]}})
+    m._on_worker_report("w4", {})  # a report without our data (e.g. another plugin's) is ignored
+    assert m.results().get(StatsKey(1, "m", "steady")).counts["requests"] == 2
+    assert {r["worker"] for r in m.worker_rows()} == {"w1", "w2"}
+    assert m.health[1].cpu_max_pct == {"w1": 42.0, "w2": 42.0}
+
+
+def test_invalid_reasons_name_the_saturated_generator_the_lost_worker_and_the_lag():
+    table = StatsTable()
+    table.add(result(10**9, lag_ns=50 * MS), lambda t: (1, "steady"))
+    health = StepHealth(cpu_max_pct={"w1": 95.0, "master": 10.0}, lost=["w2"])
+    reasons = Collector._invalid_reasons(1, health, table, max_cpu_pct=80.0, max_lag_ms=10.0)
+    assert reasons == [
+        "generator saturated: w1 CPU 95% > 80%",
+        "worker lost during the step: w2",
+        "scheduling lag p99 50.0 ms > 10 ms (m)",
+    ]
+    assert Collector._invalid_reasons(1, StepHealth(), StatsTable(), 80.0, 10.0) == []
+
+
+def test_a_worker_going_missing_is_noticed_once():
+    m = collector("master")
+    m.begin_step(1, 8, 0)
+    alive = [SimpleNamespace(id="w1", state="running"), SimpleNamespace(id="w2", state="running")]
+    m.environment.runner.clients.all = alive
+    m.sample_health()
+    alive[1].state = "missing"
+    m.sample_health()
+    m.sample_health()
+    assert m.health[1].lost == ["w2"] and m.health[1].workers_min == 1 and m.health[1].workers_max == 2
+
+
+def test_windows_exclude_the_warmup_and_carry_the_health():
+    c = collector("local")
+    c.begin_step(1, 4, warmup_ns=0)
+    c.health[1].add_cpu("local", 12.5)
+    c.end()
+    (window,) = c.windows(max_cpu_pct=80.0, max_lag_ms=10.0)
+    assert window.step == 1 and window.cpu_max_pct == 12.5 and window.invalid_reasons == ()
