@@ -94,6 +94,7 @@ class RequestResult:
     tokens_estimated: bool = False
     finish_reason: str | None = None
     retry_after_s: float | None = None
+    good: bool = False  # meets the run's SLA (see locust_llm.sla); set when the result is recorded
 
     @property
     def ok(self) -> bool:

@@ -19,6 +19,9 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any
 
+from locust_llm.reports.compare import Thresholds
+from locust_llm.sla import Prices, Sla
+
 __all__ = [
     "DEFAULT_STEPS",
     "ConfigError",
@@ -51,6 +54,42 @@ class Flag:
     def dest(self) -> str:
         return self.name.lstrip("-").replace("-", "_")
 
+
+REPORT_FLAGS: tuple[Flag, ...] = (
+    Flag("--sla-ttft-p99-ms", None, "SLA: TTFT p99 at most this many ms.", "LOCUST_LLM_SLA_TTFT_P99_MS"),
+    Flag("--sla-itl-p99-ms", None, "SLA: ITL p99 at most this many ms.", "LOCUST_LLM_SLA_ITL_P99_MS"),
+    Flag("--sla-e2e-p99-ms", None, "SLA: end-to-end p99 at most this many ms.", "LOCUST_LLM_SLA_E2E_P99_MS"),
+    Flag(
+        "--sla-max-error-rate",
+        None,
+        "SLA: at most this share of requests failing (0.01 = 1%).",
+        "LOCUST_LLM_SLA_MAX_ERROR_RATE",
+    ),
+    Flag("--price-input-usd-per-mtok", None, "Price of 1M prompt tokens, USD.", "LOCUST_LLM_PRICE_INPUT_USD_PER_MTOK"),
+    Flag(
+        "--price-output-usd-per-mtok",
+        None,
+        "Price of 1M completion tokens, USD.",
+        "LOCUST_LLM_PRICE_OUTPUT_USD_PER_MTOK",
+    ),
+)
+"""Flags shared by runs and ``locust-llm report``."""
+
+GATE_FLAGS: tuple[Flag, ...] = (
+    Flag("--max-knee-drop-steps", "1", "Regression gate: allowed fall of the knee, in steps.", None, web_ui=False),
+    Flag("--max-knee-drop-pct", "10", "Regression gate: allowed fall of the knee, in percent.", None, web_ui=False),
+    Flag("--max-p99-rise-pct", "15", "Regression gate: allowed rise of p99 TTFT/ITL at a step.", None, web_ui=False),
+    Flag("--min-ttft-rise-ms", "20", "Regression gate: p99 TTFT rises below this never count.", None, web_ui=False),
+    Flag("--min-itl-rise-ms", "2", "Regression gate: p99 ITL rises below this never count.", None, web_ui=False),
+    Flag(
+        "--max-error-rate-rise-pp",
+        "0.5",
+        "Regression gate: allowed rise of the error rate, percentage points.",
+        None,
+        web_ui=False,
+    ),
+)
+"""Thresholds of the regression gate (``--baseline`` on a run, ``locust-llm report``, ``locust-llm compare``)."""
 
 FLAGS: tuple[Flag, ...] = (
     Flag(
@@ -115,6 +154,21 @@ FLAGS: tuple[Flag, ...] = (
         "A step is marked invalid when the scheduling lag p99 (user ready -> request sent) exceeds this.",
         "LOCUST_LLM_MAX_SCHED_LAG",
     ),
+    Flag(
+        "--llm-report",
+        None,
+        "At the end of the run, write report.html and summary.json to this directory and print the knee and the "
+        "recommended max concurrency (needs --csv).",
+        "LOCUST_LLM_REPORT",
+    ),
+    Flag(
+        "--baseline",
+        None,
+        "Compare the run's summary with this baseline summary.json; the exit code is 1 on regression.",
+        "LOCUST_LLM_BASELINE",
+    ),
+    *REPORT_FLAGS,
+    *GATE_FLAGS,
     Flag(
         "--sim-args",
         "",
@@ -228,6 +282,11 @@ class RunConfig:
     itl_events: bool = True
     max_generator_cpu_pct: float = 80.0
     max_sched_lag_ms: float = 10.0
+    sla: Sla = field(default_factory=Sla)
+    prices: Prices = field(default_factory=Prices)
+    report_dir: str | None = None
+    baseline: str | None = None
+    gate: Thresholds = field(default_factory=Thresholds)
     sim_args: tuple[str, ...] = ()
 
     @classmethod
@@ -245,6 +304,11 @@ class RunConfig:
             itl_events=parse_choice(raw["locust_itl_events"], "--locust-itl-events", ("each", "off")) == "each",
             max_generator_cpu_pct=parse_percent(raw["max_generator_cpu"], "--max-generator-cpu"),
             max_sched_lag_ms=parse_duration_s(raw["max_sched_lag"], "--max-sched-lag") * 1000.0,
+            sla=sla_from(raw),
+            prices=prices_from(raw),
+            report_dir=raw["llm_report"] or None,
+            baseline=raw["baseline"] or None,
+            gate=thresholds_from(raw),
             sim_args=_split_args(raw["sim_args"]),
         )
 
@@ -274,7 +338,62 @@ class RunConfig:
             "warmup_s": self.warmup_s(),
             "max_generator_cpu_pct": self.max_generator_cpu_pct,
             "max_sched_lag_ms": self.max_sched_lag_ms,
+            "sla": self.sla.as_dict(),
+            "prices": {
+                "input_usd_per_mtok": self.prices.input_usd_per_mtok,
+                "output_usd_per_mtok": self.prices.output_usd_per_mtok,
+            },
         }
+
+
+def parse_optional_number(text: str | None, flag: str, upper: float | None = None) -> float | None:
+    """An optional non-negative number (empty -> None), at most ``upper`` when given."""
+    if text is None or str(text).strip() == "":
+        return None
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = -1.0
+    if not math.isfinite(value) or value < 0 or (upper is not None and value > upper):
+        allowed = f"a number in [0, {upper:g}]" if upper is not None else "a number >= 0"
+        raise ConfigError(f"{flag} must be {allowed}, got {text!r}")
+    return value
+
+
+def sla_from(raw: dict[str, str]) -> Sla:
+    """The SLA from raw flag values keyed by flag dest (``sla_ttft_p99_ms``, ...)."""
+    return Sla(
+        ttft_p99_ms=parse_optional_number(raw.get("sla_ttft_p99_ms"), "--sla-ttft-p99-ms"),
+        itl_p99_ms=parse_optional_number(raw.get("sla_itl_p99_ms"), "--sla-itl-p99-ms"),
+        e2e_p99_ms=parse_optional_number(raw.get("sla_e2e_p99_ms"), "--sla-e2e-p99-ms"),
+        max_error_rate=parse_optional_number(raw.get("sla_max_error_rate"), "--sla-max-error-rate", 1.0),
+    )
+
+
+def thresholds_from(raw: dict[str, str]) -> Thresholds:
+    """Gate thresholds from raw flag values keyed by flag dest (defaults where absent)."""
+    defaults = {f.dest: f.default for f in GATE_FLAGS}
+
+    def num(dest: str) -> float:
+        value = parse_optional_number(raw.get(dest) or defaults[dest], "--" + dest.replace("_", "-"))
+        assert value is not None
+        return value
+
+    return Thresholds(
+        knee_drop_steps=int(num("max_knee_drop_steps")),
+        knee_drop_pct=num("max_knee_drop_pct"),
+        p99_rise_pct=num("max_p99_rise_pct"),
+        min_ttft_rise_ms=num("min_ttft_rise_ms"),
+        min_itl_rise_ms=num("min_itl_rise_ms"),
+        error_rate_rise_pp=num("max_error_rate_rise_pp"),
+    )
+
+
+def prices_from(raw: dict[str, str]) -> Prices:
+    return Prices(
+        input_usd_per_mtok=parse_optional_number(raw.get("price_input_usd_per_mtok"), "--price-input-usd-per-mtok"),
+        output_usd_per_mtok=parse_optional_number(raw.get("price_output_usd_per_mtok"), "--price-output-usd-per-mtok"),
+    )
 
 
 def _split_args(text: str) -> tuple[str, ...]:

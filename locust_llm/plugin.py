@@ -7,17 +7,23 @@ Call :func:`install` once in the locustfile. It registers listeners on Locust's 
   master (or the single process) the flags are validated (a bad value exits with code 2 and a one-line error)
   and, without ``--host``, the embedded simulator starts;
 - ``test_start``: the config is (re)built from the options the run was started with (workers receive them here);
-- ``quitting``: the per-step CSVs are written (also every 10 s while running);
-- ``quit``: the per-step table is printed and the simulator stopped.
+- ``quitting``: the per-step CSVs and ``{prefix}_llm_run.json`` are written (the CSVs also every 10 s while
+  running); with ``--llm-report DIR`` the report is made, and with ``--baseline`` the exit code follows the gate;
+- ``quit``: the per-step table and the capacity summary are printed and the simulator stopped.
 """
 
 from __future__ import annotations
 
 import atexit
+import json
 import logging
 import sys
+import urllib.request
 import weakref
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import gevent
 import locust
@@ -25,6 +31,7 @@ from locust.env import Environment
 from locust.exception import StopTest
 from locust.runners import MasterRunner, WorkerRunner
 
+from locust_llm import __version__
 from locust_llm.collect.collector import Collector
 from locust_llm.collect.csvfile import steps_csv_path, workers_csv_path, write_csv
 from locust_llm.collect.rows import COLUMNS, WORKER_COLUMNS, format_table
@@ -67,6 +74,8 @@ class LLMRun:
         self.sim: EmbeddedSim | None = None
         self.collector = Collector(environment, self.role)
         self._writer: gevent.Greenlet | None = None
+        self.started = datetime.now(UTC)
+        self.report_text = ""
 
     @property
     def is_worker(self) -> bool:
@@ -137,7 +146,11 @@ class LLMRun:
 
     @property
     def csv_prefix(self) -> str | None:
-        return getattr(self.environment.parsed_options, "csv_prefix", None)
+        """Locust's ``--csv`` prefix; with only ``--llm-report DIR``, ``DIR/locust-llm``."""
+        prefix = getattr(self.environment.parsed_options, "csv_prefix", None)
+        if not prefix and self.config is not None and self.config.report_dir:
+            prefix = str(Path(self.config.report_dir) / "locust-llm")
+        return prefix
 
     def rows(self) -> list[dict[str, Any]]:
         config = self.require_config()
@@ -147,9 +160,54 @@ class LLMRun:
         prefix = self.csv_prefix
         if not prefix:
             return
-        write_csv(steps_csv_path(prefix), COLUMNS, self.rows())
+        rows = self.rows()
+        write_csv(steps_csv_path(prefix), COLUMNS, rows)
         if self.role == "master":
             write_csv(workers_csv_path(prefix), WORKER_COLUMNS, self.collector.worker_rows())
+
+    def run_meta(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        """``{prefix}_llm_run.json``: how the run was made (never the API key)."""
+        config = self.require_config()
+        meta: dict[str, Any] = {
+            "settings": config.settings(),
+            "model": self.model,
+            "host": _without_credentials(self.environment.host or ""),
+            "started": self.started.isoformat(timespec="seconds"),
+            "role": self.role,
+            "versions": {"locust": locust.__version__, "locust_llm": __version__},
+        }
+        if self.sim is not None and self.sim.url:
+            meta["simulator"] = self._sim_truth(rows)
+        return meta
+
+    def _sim_truth(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
+        ok = sum(r["ok"] for r in rows)
+        prompt = round(sum(r["prompt_tokens"] for r in rows) / ok) if ok else 0
+        query = f"model={self.model}&prompt_tokens={prompt}&max_tokens={self.require_config().max_tokens}"
+        assert self.sim is not None and self.sim.url is not None
+        try:
+            url = self.sim.url.rsplit("/v1", 1)[0] + "/sim/truth?" + query
+            with urllib.request.urlopen(url, timeout=10) as resp:
+                return dict(json.load(resp))
+        except (OSError, ValueError) as exc:
+            return {"error": f"could not read the simulator's truth: {exc}"}
+
+    def report(self) -> None:
+        """Write the run's metadata and, with ``--llm-report``, the report; set the exit code for ``--baseline``."""
+        prefix, config = self.csv_prefix, self.require_config()
+        if not prefix:
+            return
+        meta = self.run_meta(self.rows())
+        Path(f"{prefix}_llm_run.json").write_text(json.dumps(meta, indent=2, default=str) + "\n", encoding="utf-8")
+        if not config.report_dir and not config.baseline:
+            return
+        from locust_llm.reports.make import make_report
+
+        outcome = make_report(prefix, config.report_dir or prefix, config.sla, config.prices, config.baseline,
+                              config.gate)  # fmt: skip
+        self.report_text = outcome.text
+        if config.baseline or outcome.exit_code == 2:
+            self.environment.process_exit_code = outcome.exit_code
 
     def _refresh_csv(self) -> None:
         while not self.collector.closed:
@@ -170,6 +228,11 @@ class LLMRun:
         if self._writer is not None:
             self._writer.kill(block=False)
         self.write_csv()
+        try:
+            self.report()
+        except OSError as exc:
+            logger.error("locust-llm: could not write the report: %s", exc)
+            self.environment.process_exit_code = 2
 
     # -- embedded simulator ------------------------------------------------------------------------------------
 
@@ -191,6 +254,13 @@ class LLMRun:
     def stop_sim(self) -> None:
         if self.sim is not None:
             self.sim.stop()
+
+
+def _without_credentials(url: str) -> str:
+    parts = urlsplit(url)
+    if parts.username or parts.password:
+        parts = parts._replace(netloc=(parts.hostname or "") + (f":{parts.port}" if parts.port else ""))
+    return urlunsplit(parts)
 
 
 def llm_run(environment: Environment) -> LLMRun:
@@ -277,6 +347,8 @@ def _on_quit(**_kwargs: Any) -> None:
             invalid = [f"step {r['step']}: {r['invalid_reasons']}" for r in rows if not r["valid"]]
             for line in invalid:
                 print(f"  invalid {line}", flush=True)
+        if run.report_text:
+            print("\n" + run.report_text, flush=True)
         run.stop_sim()
 
 

@@ -2,8 +2,9 @@
 
 For each step's steady window ``[began + warmup, next step began (or the end of the run))`` of length ``D``:
 
-- ``req_s = requests / D``; ``output_tok_s = completion_tokens / D``; ``goodput_req_s = ok / D``
-  (requests that succeeded; the report recomputes goodput against an SLA);
+- ``req_s = requests / D``; ``output_tok_s = completion_tokens / D``; ``goodput_req_s = good / D`` where a
+  request is good when it succeeded and met the run's SLA per request (see :mod:`locust_llm.sla`; with no SLA
+  every success is good);
 - ``errors = requests - ok``; percentiles are nearest-rank from the histograms, in milliseconds;
 - ``cost_usd = prompt_tokens * price_in / 1e6 + completion_tokens * price_out / 1e6`` when prices are given.
 """
@@ -128,7 +129,7 @@ def step_row(
         "e2e_p50_ms": _ms(stats, "e2e", 0.5),
         "e2e_p99_ms": _ms(stats, "e2e", 0.99),
         "tpot_p50_ms": _ms(stats, "tpot", 0.5),
-        "goodput_req_s": _rate(c["ok"], d),
+        "goodput_req_s": _rate(c["good"], d),
         "cost_usd": cost,
         "generator_cpu_max_pct": window.cpu_max_pct,
         "warmup_s": round(window.warmup_s, 3),

@@ -27,6 +27,7 @@ HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag")
 
 COUNTERS = (
     "requests",
+    "good",
     *(c.value for c in StatusClass),
     "prompt_tokens",
     "completion_tokens",
@@ -113,6 +114,7 @@ class StatsTable:
         end = self._at(locate, model, result.end_ns)
         counts = end.counts
         counts["requests"] += 1
+        counts["good"] += result.good
         counts[result.outcome.status_class.value] += 1
         counts["prompt_tokens"] += result.prompt_tokens
         counts["completion_tokens"] += result.completion_tokens

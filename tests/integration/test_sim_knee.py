@@ -1,6 +1,7 @@
 """A short Locust sweep against a small KV cache: the measured knee sits where the engine's analytics put it."""
 
 import argparse
+import json
 
 import pytest
 
@@ -18,10 +19,17 @@ def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("knee")
     proc = run_locust(
         "--headless", "--csv", str(out / "run"), "--steps", ",".join(map(str, STEPS)), "--step-duration", "6s",
-        "--warmup", "2s", "--max-tokens", str(MAX_TOKENS), "--sim-args", SIM_ARGS, cwd=out,
+        "--warmup", "2s", "--max-tokens", str(MAX_TOKENS), "--sim-args", SIM_ARGS, "--llm-report", str(out / "report"),
+        cwd=out,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-3000:]
     return read_csv(out / "run_llm_steps.csv")
+
+
+@pytest.fixture(scope="module")
+def summary(sweep, tmp_path_factory):
+    path = next(tmp_path_factory.getbasetemp().glob("knee*/report/summary.json"))
+    return json.loads(path.read_text())
 
 
 def engine_params():
@@ -50,3 +58,12 @@ def test_measured_knee_matches_the_analytic_saturation(sweep):
     tput = {u: float(r["output_tok_s"]) for u, r in rows.items()}
     assert tput[24] < 1.25 * tput[16]  # throughput plateaus once the cache is full
     assert tput[8] > 1.6 * tput[2]
+
+
+def test_reported_knee_brackets_the_simulators_analytic_capacity(summary):
+    truth = summary["run"]["simulator"]["saturation_users"]
+    knee = summary["knee"]
+    low, high = knee["latency_knee_bracket"]
+    assert low <= truth <= high, (knee, truth)
+    assert knee["recommended_users"] == low
+    assert summary["valid"], summary["invalid_reasons"]

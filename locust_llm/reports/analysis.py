@@ -1,0 +1,239 @@
+"""Capacity analysis of one model's steps: knees, saturation, SLA capacity, provider cap, cost. Pure.
+
+Every method works on the per-step rows (dicts with the ``_llm_steps.csv`` columns), in increasing ``users``:
+
+- **Latency knee**: :func:`locust_llm.reports.knee.latency_knee` on p99 TTFT (the headline), and separately on
+  p99 ITL and p99 E2E.
+- **Throughput saturation**: with ``T_i`` the output tokens/s (requests/s when tokens are unknown) at ``u_i``
+  users, the low-load gain per user is ``g_0 = T_0 / u_0`` and the marginal gain of step ``i`` is
+  ``g_i = (T_i - T_{i-1}) / (u_i - u_{i-1})``. Throughput saturates at ``u_{i-1}`` for the first ``i`` with
+  ``g_i < fraction * g_0`` (``fraction`` = 0.25): beyond it, added users add little.
+- **SLA capacity**: the last step of the leading run of steps that meet every limit (:meth:`Sla.failures`). The
+  interpolated estimate, between that step ``a`` and the first failing step ``b``, is for each broken latency
+  limit ``L`` of metric ``m`` the point where the straight line from ``(u_a, m_a)`` to ``(u_b, m_b)`` reaches
+  ``L``, and the smallest of those (``u_b`` for a broken error-rate limit alone: the error rate is not
+  interpolated).
+- **Goodput**: requests per second meeting the SLA. Exact from the run (``goodput_req_s``) when the run was given
+  the same SLA; otherwise estimated as ``ok / duration * min_m P(m <= L_m)``, each probability read off the
+  step's percentiles by linear interpolation between p50, p90 and p99 (1 at or below the limit's percentile).
+- **Provider cap**: the first step whose share of HTTP 429 answers exceeds ``cap_share`` (1 %). When it is the
+  binding limit, the wall is the provider's rate limit, not the model.
+- **Recommended max concurrency** = the lowest of: the last step below the provider cap, the SLA capacity, the
+  latency knee and the throughput saturation; the reason names the binding one (the first of them on a tie).
+- **Cost** per step: ``prompt_tokens * price_in / 1e6 + completion_tokens * price_out / 1e6``; output tokens per
+  dollar ``= completion_tokens / cost``; dollars per 1,000 successful responses ``= 1000 * cost / ok``.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from locust_llm.reports.knee import Knee, latency_knee
+from locust_llm.sla import Prices, Sla
+
+__all__ = ["Analysis", "analyze"]
+
+SATURATION_FRACTION = 0.25
+CAP_SHARE = 0.01
+
+
+@dataclass
+class Analysis:
+    model: str
+    users: list[int]
+    latency_knee_users: int | None
+    latency_knee_bracket: tuple[int, int] | None
+    latency_knees: dict[str, dict[str, Any]]
+    throughput_saturation_users: int | None
+    throughput_note: str
+    sla_max_users: int | None
+    sla_max_users_interpolated: float | None
+    sla_note: str
+    provider_cap_users: int | None
+    provider_cap_share: float | None
+    recommended_users: int | None
+    recommended_reason: str
+    provider_is_the_wall: bool
+    goodput: list[dict[str, Any]] = field(default_factory=list)
+    cost: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["latency_knee_bracket"] = list(self.latency_knee_bracket) if self.latency_knee_bracket else None
+        return out
+
+
+def _knee_dict(knee: Knee) -> dict[str, Any]:
+    return {"users": knee.users, "bracket": list(knee.bracket) if knee.bracket else None, "note": knee.reason}
+
+
+def throughput_saturation(steps: list[dict[str, Any]], fraction: float = SATURATION_FRACTION) -> tuple[int | None, str]:
+    """``u_{i-1}`` for the first step whose marginal gain per user is below ``fraction`` of the low-load gain."""
+    key = "output_tok_s" if all(s.get("output_tok_s") is not None for s in steps) else "req_s"
+    points: list[tuple[int, float]] = [(s["users"], float(s[key])) for s in steps if s.get(key) is not None]
+    if len(points) < 2 or points[0][0] <= 0 or not points[0][1]:
+        return None, "needs at least 2 steps with throughput"
+    g0 = points[0][1] / points[0][0]
+    for (u_prev, t_prev), (u, t) in itertools.pairwise(points):
+        gain = (t - t_prev) / (u - u_prev)
+        if gain < fraction * g0:
+            unit = "output tok/s" if key == "output_tok_s" else "req/s"
+            return u_prev, (
+                f"{t_prev:.0f} {unit} at {u_prev} users; {u} users added {max(0.0, gain):.2f} {unit} per user, "
+                f"{100 * max(0.0, gain) / g0:.0f}% of the {g0:.2f} per user at {points[0][0]} users"
+            )
+    return None, "throughput still grows at the last step"
+
+
+def sla_capacity(steps: list[dict[str, Any]], sla: Sla) -> tuple[int | None, float | None, str]:
+    if not sla.given:
+        return None, None, "no SLA given"
+    last_ok = None
+    for step in steps:
+        broken = sla.failures(step)
+        if broken:
+            if last_ok is None:
+                return None, None, f"no tested concurrency meets the SLA: at {step['users']} users " + "; ".join(broken)
+            return last_ok["users"], _interpolate(last_ok, step, sla), f"at {step['users']} users " + "; ".join(broken)
+        last_ok = step
+    assert last_ok is not None
+    return last_ok["users"], None, "every step meets the SLA"
+
+
+def _interpolate(a: dict[str, Any], b: dict[str, Any], sla: Sla) -> float:
+    estimates = []
+    for column, limit in (
+        ("ttft_p99_ms", sla.ttft_p99_ms),
+        ("itl_p99_ms", sla.itl_p99_ms),
+        ("e2e_p99_ms", sla.e2e_p99_ms),
+    ):
+        va, vb = a.get(column), b.get(column)
+        if limit is None or va is None or vb is None or vb <= limit:
+            continue
+        estimates.append(a["users"] + (b["users"] - a["users"]) * (limit - va) / (vb - va) if vb != va else a["users"])
+    if not estimates:
+        return float(b["users"])
+    return round(max(float(a["users"]), min(estimates)), 1)
+
+
+def _share_below(step: dict[str, Any], prefix: str, limit: float) -> float:
+    """P(metric <= limit), interpolated between the step's p50, p90 and p99 (see the module docstring)."""
+    points = [(q, step.get(f"{prefix}_p{int(q * 100)}_ms")) for q in (0.5, 0.9, 0.99)]
+    known = [(q, v) for q, v in points if v is not None]
+    if not known:
+        return 0.0
+    if limit >= known[-1][1]:
+        return 1.0
+    previous_q, previous_v = 0.0, 0.0
+    for q, v in known:
+        if limit < v:
+            span = v - previous_v
+            return previous_q + (q - previous_q) * ((limit - previous_v) / span if span > 0 else 0.0)
+        previous_q, previous_v = q, v
+    return 1.0
+
+
+def goodput(steps: list[dict[str, Any]], sla: Sla, exact: bool) -> list[dict[str, Any]]:
+    out = []
+    for step in steps:
+        if exact or not sla.given:
+            out.append({"users": step["users"], "goodput_req_s": step.get("goodput_req_s"), "estimated": False})
+            continue
+        duration = step.get("duration_s") or 0.0
+        ok_rate = (step.get("ok") or 0) / duration if duration else 0.0
+        shares = [1.0]
+        for prefix, limit in (("ttft", sla.ttft_p99_ms), ("itl", sla.itl_p99_ms), ("e2e", sla.e2e_p99_ms)):
+            if limit is not None:
+                shares.append(_share_below(step, prefix, limit))
+        out.append({"users": step["users"], "goodput_req_s": round(ok_rate * min(shares), 4), "estimated": True})
+    return out
+
+
+def provider_cap(steps: list[dict[str, Any]], share: float = CAP_SHARE) -> tuple[int | None, float | None]:
+    for step in steps:
+        requests = step.get("requests") or 0
+        n429 = step.get("status_429")
+        if requests and n429 is not None and n429 / requests > share:
+            return step["users"], round(n429 / requests, 4)
+    return None, None
+
+
+def cost(steps: list[dict[str, Any]], prices: Prices) -> dict[str, Any]:
+    if not prices.given:
+        return {}
+    per_step = []
+    for step in steps:
+        usd = prices.cost_usd(step.get("prompt_tokens") or 0, step.get("completion_tokens") or 0)
+        completion, ok = step.get("completion_tokens") or 0, step.get("ok") or 0
+        per_step.append(
+            {
+                "users": step["users"],
+                "cost_usd": round(usd, 6),
+                "output_tokens_per_usd": round(completion / usd, 1) if usd > 0 else None,
+                "usd_per_1k_responses": round(1000 * usd / ok, 6) if ok else None,
+            }
+        )
+    return {"prices": {"input_usd_per_mtok": prices.input_usd_per_mtok,
+                       "output_usd_per_mtok": prices.output_usd_per_mtok}, "steps": per_step}  # fmt: skip
+
+
+def analyze(
+    model: str,
+    steps: list[dict[str, Any]],
+    sla: Sla | None = None,
+    prices: Prices | None = None,
+    *,
+    goodput_exact: bool = False,
+    saturation_fraction: float = SATURATION_FRACTION,
+    cap_share: float = CAP_SHARE,
+) -> Analysis:
+    """Everything in the module docstring, for one model's steps."""
+    sla = sla or Sla()
+    prices = prices or Prices()
+    steps = sorted(steps, key=lambda s: s["users"])
+    users = [s["users"] for s in steps]
+    knees = {
+        metric: latency_knee(users, [s.get(f"{metric}_p99_ms") for s in steps]) for metric in ("ttft", "itl", "e2e")
+    }
+    sat_users, sat_note = throughput_saturation(steps, saturation_fraction)
+    sla_users, sla_interp, sla_note = sla_capacity(steps, sla)
+    cap_users, cap_share_seen = provider_cap(steps, cap_share)
+    below_cap = None
+    if cap_users is not None:
+        below = [u for u in users if u < cap_users]
+        below_cap = below[-1] if below else 0
+    sla_binds = sla_users is not None and not sla_note.startswith("every")
+    limits = [  # on a tie the first named binds: 429s also flatten throughput, so the provider comes first
+        (below_cap, "provider rate limit (HTTP 429)"),
+        (sla_users if sla_binds else None, "SLA capacity"),
+        (knees["ttft"].users, "latency knee (TTFT p99)"),
+        (sat_users, "throughput saturation"),
+    ]
+    applicable = [(u, why) for u, why in limits if u is not None]
+    recommended: int | None = max(users) if users else None
+    reason = f"no limit reached up to {recommended} users: test higher concurrency"
+    if applicable:
+        recommended, reason = min(applicable, key=lambda x: x[0])
+    if sla.given and sla_users is None:
+        recommended, reason = 0, "no tested concurrency meets the SLA"
+    return Analysis(
+        model=model,
+        users=users,
+        latency_knee_users=knees["ttft"].users,
+        latency_knee_bracket=knees["ttft"].bracket,
+        latency_knees={m: _knee_dict(k) for m, k in knees.items()},
+        throughput_saturation_users=sat_users,
+        throughput_note=sat_note,
+        sla_max_users=sla_users,
+        sla_max_users_interpolated=sla_interp,
+        sla_note=sla_note,
+        provider_cap_users=cap_users,
+        provider_cap_share=cap_share_seen,
+        recommended_users=recommended,
+        recommended_reason=reason,
+        provider_is_the_wall=reason.startswith("provider"),
+        goodput=goodput(steps, sla, goodput_exact),
+        cost=cost(steps, prices),
+    )

@@ -1,0 +1,250 @@
+"""``report.html``: one self-contained page (plotly embedded, works offline) drawn from a summary.
+
+The page records its own rendering: ``#render-status`` ends as ``rendered N charts, E errors`` once every chart
+is drawn (JavaScript errors are counted), which the browser test reads.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import plotly.graph_objects as go
+from plotly.offline import get_plotlyjs
+from plotly.subplots import make_subplots
+
+from locust_llm.reports.summary import console_summary
+
+__all__ = ["render_html", "write_html"]
+
+STATUS_COLUMNS = (
+    ("ok", "ok", "#2ca02c"),
+    ("status_429", "HTTP 429", "#d62728"),
+    ("status_5xx", "HTTP 5xx", "#9467bd"),
+    ("status_4xx_other", "other 4xx", "#8c564b"),
+    ("timeouts", "timeout", "#ff7f0e"),
+    ("conn_errors", "connection", "#7f7f7f"),
+    ("protocol_errors", "protocol", "#bcbd22"),
+)
+TABLE_COLUMNS = (
+    ("step", "step"),
+    ("users", "users"),
+    ("model", "model"),
+    ("requests", "requests"),
+    ("errors", "errors"),
+    ("status_429", "429"),
+    ("ttft_p50_ms", "TTFT p50 ms"),
+    ("ttft_p99_ms", "TTFT p99 ms"),
+    ("itl_p50_ms", "ITL p50 ms"),
+    ("itl_p99_ms", "ITL p99 ms"),
+    ("e2e_p99_ms", "E2E p99 ms"),
+    ("req_s", "req/s"),
+    ("output_tok_s", "out tok/s"),
+    ("goodput_req_s", "goodput req/s"),
+    ("cost_usd", "cost $"),
+    ("generator_cpu_max_pct", "gen CPU %"),
+    ("valid", "valid"),
+)
+
+
+def _x(users: float) -> float:
+    """Concurrency axes are drawn in log2(users): doubling steps are evenly spaced, as the knee method sees them."""
+    return math.log2(users)
+
+
+def _users_axis(fig: go.Figure, users: list[int]) -> None:
+    fig.update_xaxes(tickvals=[_x(u) for u in users], ticktext=[str(u) for u in users], title_text="concurrent users")
+
+
+def _series(steps: list[dict[str, Any]], model: str, key: str) -> tuple[list[float], list[Any]]:
+    rows = sorted((s for s in steps if s["model"] == model and s["users"] > 0), key=lambda s: s["users"])
+    return [_x(s["users"]) for s in rows], [s.get(key) for s in rows]
+
+
+def _vline(fig: go.Figure, users: float | None, text: str, color: str, dash: str = "dash") -> None:
+    if users:
+        fig.add_vline(x=_x(users), line_dash=dash, line_color=color, annotation_text=text,
+                      annotation_position="top left")  # fmt: skip
+
+
+def _latency_chart(summary: dict[str, Any], metric: str, title: str) -> go.Figure:
+    fig = go.Figure()
+    for model in summary["analyses"]:
+        for q, dash in (("p50", "solid"), ("p99", "dot")):
+            users, values = _series(summary["steps"], model, f"{metric}_{q}_ms")
+            fig.add_trace(go.Scatter(x=users, y=values, mode="lines+markers", name=f"{model} {q}", line_dash=dash))
+    knee = summary["knee"]
+    if metric == "ttft":
+        _vline(fig, knee["latency_knee_users"], "knee (p99)", "#d62728")
+        if knee["recommended_users"] and knee["recommended_users"] != knee["latency_knee_users"]:
+            _vline(fig, knee["recommended_users"], "recommended", "#2ca02c", "dot")
+    else:
+        knee_users = summary["analyses"][summary["model"]]["latency_knees"][metric]["users"]
+        _vline(fig, knee_users, "knee (p99)", "#d62728")
+    limit = summary["sla"].get(f"{metric}_p99_ms")
+    if limit is not None:
+        fig.add_hline(y=limit, line_dash="dash", line_color="#ff7f0e", annotation_text="SLA p99")
+    fig.update_layout(title=title, yaxis_title="ms", legend_orientation="h")
+    _users_axis(fig, _all_users(summary))
+    return fig
+
+
+def _all_users(summary: dict[str, Any]) -> list[int]:
+    return sorted({s["users"] for s in summary["steps"] if s["users"] > 0})
+
+
+def _throughput_chart(summary: dict[str, Any]) -> go.Figure:
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    for model in summary["analyses"]:
+        users, tok = _series(summary["steps"], model, "output_tok_s")
+        _, req = _series(summary["steps"], model, "req_s")
+        fig.add_trace(go.Scatter(x=users, y=tok, mode="lines+markers", name=f"{model} output tok/s"))
+        fig.add_trace(go.Scatter(x=users, y=req, mode="lines+markers", name=f"{model} req/s", line_dash="dot"),
+                      secondary_y=True)  # fmt: skip
+    _vline(fig, summary["knee"]["throughput_saturation_users"], "saturation", "#9467bd")
+    fig.update_layout(title="Throughput vs concurrency", legend_orientation="h")
+    fig.update_yaxes(title_text="output tokens/s", secondary_y=False)
+    fig.update_yaxes(title_text="requests/s", secondary_y=True)
+    _users_axis(fig, _all_users(summary))
+    return fig
+
+
+def _status_chart(summary: dict[str, Any]) -> go.Figure:
+    rows = sorted((s for s in summary["steps"] if s["model"] == summary["model"]), key=lambda s: s["users"])
+    labels = [str(s["users"]) for s in rows]
+    fig = go.Figure()
+    for key, name, color in STATUS_COLUMNS:
+        fig.add_trace(go.Bar(x=labels, y=[s.get(key) or 0 for s in rows], name=name, marker_color=color))
+    fig.update_layout(barmode="stack", title=f"Outcomes per step ({summary['model']})", xaxis_title="users",
+                      yaxis_title="requests", legend_orientation="h")  # fmt: skip
+    return fig
+
+
+def _timeline_chart(timeline: list[dict[str, Any]]) -> go.Figure:
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    t = [p["t_s"] for p in timeline]
+    fig.add_trace(go.Scatter(x=t, y=[p["users"] for p in timeline], name="users", line_shape="hv"))
+    fig.add_trace(go.Scatter(x=t, y=[p["req_s"] for p in timeline], name="requests/s"), secondary_y=True)
+    fig.update_layout(title="Users and throughput over time (Locust's history)", xaxis_title="seconds",
+                      legend_orientation="h")  # fmt: skip
+    fig.update_yaxes(title_text="users", secondary_y=False)
+    fig.update_yaxes(title_text="requests/s", secondary_y=True)
+    return fig
+
+
+def _cost_chart(summary: dict[str, Any]) -> go.Figure:
+    cost = summary["analyses"][summary["model"]]["cost"]["steps"]
+    fig = make_subplots(specs=[[{"secondary_y": True}]])
+    labels = [str(c["users"]) for c in cost]
+    fig.add_trace(go.Bar(x=labels, y=[c["cost_usd"] for c in cost], name="cost of the step's steady window, $"))
+    fig.add_trace(go.Scatter(x=labels, y=[c["usd_per_1k_responses"] for c in cost], name="$ per 1,000 responses",
+                             mode="lines+markers"), secondary_y=True)  # fmt: skip
+    fig.update_layout(title="Cost per step", xaxis_title="users", legend_orientation="h")
+    return fig
+
+
+def _figures(summary: dict[str, Any], timeline: list[dict[str, Any]]) -> list[go.Figure]:
+    figures = [
+        _latency_chart(summary, "ttft", "Time to first token vs concurrency"),
+        _latency_chart(summary, "itl", "Inter-token latency vs concurrency"),
+        _throughput_chart(summary),
+        _status_chart(summary),
+    ]
+    if timeline:
+        figures.append(_timeline_chart(timeline))
+    if summary["analyses"][summary["model"]]["cost"]:
+        figures.append(_cost_chart(summary))
+    return figures
+
+
+def _cell(value: Any) -> str:
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.2f}" if abs(value) < 1000 else f"{value:,.0f}"
+    return html.escape(str(value))
+
+
+def _table(summary: dict[str, Any]) -> str:
+    head = "".join(f"<th>{html.escape(t)}</th>" for _, t in TABLE_COLUMNS)
+    rows = []
+    for step in sorted(summary["steps"], key=lambda s: (s["model"], s["users"])):
+        css = ' class="invalid"' if step.get("valid") is False else ""
+        rows.append(f"<tr{css}>" + "".join(f"<td>{_cell(step.get(k))}</td>" for k, _ in TABLE_COLUMNS) + "</tr>")
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+
+
+def _settings(summary: dict[str, Any]) -> str:
+    items = {**summary["run"].get("settings", {}), "source": summary["source"]}
+    for key in ("model", "host", "started", "simulator"):
+        if key in summary["run"]:
+            items[key] = summary["run"][key]
+    text = json.dumps(items, indent=2, default=str)
+    return f"<pre>{html.escape(text)}</pre>"
+
+
+PAGE = """<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>locust-llm report: {title}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }}
+.banner {{ padding: .8em 1em; border-radius: 6px; margin: 1em 0; white-space: pre-wrap; font-family: monospace; }}
+.ok {{ background: #eef8ee; }} .bad {{ background: #fde8e8; border: 2px solid #d62728; }}
+table {{ border-collapse: collapse; font-size: 13px; }} td, th {{ border: 1px solid #ccc; padding: 3px 6px; }}
+td {{ text-align: right; }} tr.invalid td {{ background: #fde8e8; }} .chart {{ height: 420px; }}
+#render-status {{ color: #999; font-size: 11px; }}
+</style>
+<script>window.__llmErrors = 0; window.addEventListener("error", function () {{ window.__llmErrors += 1; }});</script>
+<script>{plotly}</script>
+</head><body>
+<h1>locust-llm capacity report</h1>
+<div class="banner {banner_class}">{verdict}</div>
+{charts}
+<h2>Per-step results</h2>
+{table}
+<h2>Run settings and validity</h2>
+{settings}
+<p id="render-status">rendering</p>
+<script>
+(function () {{
+  var specs = {specs};
+  var done = specs.map(function (spec, i) {{
+    return Plotly.newPlot("chart-" + i, spec.data, spec.layout, {{responsive: true, displaylogo: false}});
+  }});
+  Promise.all(done).then(function () {{
+    document.getElementById("render-status").textContent =
+      "rendered " + document.querySelectorAll(".chart.js-plotly-plot").length + " charts, " +
+      window.__llmErrors + " errors";
+  }}, function (err) {{
+    window.__llmErrors += 1;
+    document.getElementById("render-status").textContent = "render failed: " + err;
+  }});
+}})();
+</script>
+</body></html>
+"""
+
+
+def render_html(summary: dict[str, Any], timeline: list[dict[str, Any]] | None = None) -> str:
+    figures = _figures(summary, timeline or [])
+    specs = [json.loads(fig.to_json()) for fig in figures]
+    charts = "\n".join(f'<div class="chart" id="chart-{i}"></div>' for i in range(len(specs)))
+    return PAGE.format(
+        title=html.escape(summary["model"]),
+        plotly=get_plotlyjs(),
+        banner_class="ok" if summary["valid"] else "bad",
+        verdict=html.escape(console_summary(summary)),
+        charts=charts,
+        table=_table(summary),
+        settings=_settings(summary),
+        specs=json.dumps(specs).replace("</", "<\\/"),
+    )
+
+
+def write_html(summary: dict[str, Any], timeline: list[dict[str, Any]] | None, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".html.tmp")
+    tmp.write_text(render_html(summary, timeline), encoding="utf-8")
+    tmp.replace(path)

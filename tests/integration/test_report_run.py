@@ -1,0 +1,73 @@
+"""Reports made at the end of real runs: --llm-report, --baseline (the exit code follows the gate), and plain
+Locust CSVs from any locustfile."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.procs import ROOT, clean_env, run_locust, sim
+
+SHORT = ("--headless", "--steps", "2,4,8", "--step-duration", "4s", "--warmup", "1s", "--max-tokens", "16",
+         "--sim-args", "--ttft-ms 50 --itl-ms 5 --capacity 64")  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def baseline(tmp_path_factory):
+    out = tmp_path_factory.mktemp("baseline")
+    proc = run_locust(*SHORT, "--csv", str(out / "run"), "--llm-report", str(out / "report"), cwd=out)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return out
+
+
+def test_llm_report_writes_summary_html_and_prints_the_recommendation(baseline):
+    summary = json.loads((baseline / "report" / "summary.json").read_text())
+    assert summary["schema"] == "locust-llm/summary" and summary["valid"]
+    assert [s["users"] for s in summary["steps"]] == [2, 4, 8]
+    assert summary["run"]["settings"]["steps"] == [2, 4, 8] and "api_key_set" in summary["run"]["settings"]
+    assert summary["run"]["simulator"]["saturation_users"] == 64  # pacing engine: its capacity
+    assert (baseline / "report" / "report.html").stat().st_size > 1_000_000  # plotly embedded
+    assert (baseline / "run_llm_run.json").exists()
+
+
+def test_baseline_gate_sets_the_exit_code(baseline, tmp_path):
+    good = baseline / "report" / "summary.json"
+    proc = run_locust(*SHORT, "--csv", str(tmp_path / "same"), "--baseline", str(good), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stdout[-3000:]
+    assert "verdict: no regression" in proc.stdout
+    better = json.loads(good.read_text())
+    for step in better["steps"]:
+        step["ttft_p99_ms"] = step["ttft_p99_ms"] / 4  # a baseline four times faster than this machine can be
+    (tmp_path / "better.json").write_text(json.dumps(better))
+    proc = run_locust(*SHORT, "--csv", str(tmp_path / "worse"), "--baseline", str(tmp_path / "better.json"),
+                      cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 1, proc.stdout[-3000:]
+    assert "REGRESSION" in proc.stdout and re.search(r"ttft_p99_ms .* REGRESSION", proc.stdout)
+
+
+def test_bad_baseline_exits_2(tmp_path):
+    (tmp_path / "bad.json").write_text("{")
+    proc = run_locust(*SHORT, "--csv", str(tmp_path / "run"), "--baseline", str(tmp_path / "bad.json"), cwd=tmp_path)
+    assert proc.returncode == 2 and "is not valid JSON" in proc.stdout
+    assert Path(tmp_path / "run_llm_steps.csv").exists()  # what was measured is kept
+
+
+def test_plain_locust_csvs_of_any_locustfile_give_an_approximate_report(tmp_path):
+    with sim("--ttft-ms", "1", "--itl-ms", "1", "--capacity", "8") as base:
+        host = base.rsplit("/v1", 1)[0]
+        cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "tests" / "support" / "plain_locustfile.py"),
+               "--headless", "--host", host, "--csv", str(tmp_path / "plain"), "--csv-full-history"]  # fmt: skip
+        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=clean_env())
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path / "plain")],
+                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    assert "(approximate)" in report.stdout
+    summary = json.loads((tmp_path / "plain" / "summary.json").read_text())
+    assert summary["source"] == {"kind": "locust_history", "path": str(tmp_path / "plain_stats_history.csv"),
+                                 "approximate": True}  # fmt: skip
+    assert [s["users"] for s in summary["steps"]] == [2, 6]
+    assert all(s["requests"] > 0 and s["e2e_p50_ms"] is not None for s in summary["steps"])

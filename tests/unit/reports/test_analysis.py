@@ -1,0 +1,112 @@
+import pytest
+
+from locust_llm.reports.analysis import analyze, provider_cap, sla_capacity, throughput_saturation
+from locust_llm.sla import Prices, Sla
+
+USERS = [8, 16, 32, 64, 128]
+
+
+def steps(ttft_p99, tok_s, errors=None, n429=None, requests=100, **extra):
+    out = []
+    for i, users in enumerate(USERS):
+        row = {
+            "step": i + 1, "users": users, "model": "m", "requests": requests,
+            "errors": (errors or [0] * 5)[i], "status_429": (n429 or [0] * 5)[i],
+            "ok": requests - (errors or [0] * 5)[i], "ttft_p50_ms": ttft_p99[i] / 2, "ttft_p90_ms": ttft_p99[i] * 0.8,
+            "ttft_p99_ms": ttft_p99[i], "itl_p99_ms": 20.0, "itl_p50_ms": 15.0, "itl_p90_ms": 18.0,
+            "e2e_p99_ms": 2000.0, "output_tok_s": tok_s[i], "req_s": tok_s[i] / 100, "duration_s": 10.0,
+            "prompt_tokens": 1000 * (i + 1), "completion_tokens": 5000 * (i + 1), "goodput_req_s": 9.0,
+        }  # fmt: skip
+        row.update({k: v[i] for k, v in extra.items()})
+        out.append(row)
+    return out
+
+
+FLAT_THEN_BENDING = steps([24, 29, 35, 1646, 3064], [650, 1130, 1830, 2070, 2060])
+
+
+def test_flat_then_bending_run():
+    a = analyze("m", FLAT_THEN_BENDING)
+    assert a.latency_knee_users == 32 and a.latency_knee_bracket == (32, 64)
+    assert a.throughput_saturation_users == 32
+    assert a.recommended_users == 32 and a.recommended_reason == "latency knee (TTFT p99)"
+    assert not a.provider_is_the_wall and a.provider_cap_users is None
+
+
+def test_saturation_uses_the_marginal_gain_per_user():
+    # gains per user: 81.25 at low load, then 60, 43.75, 7.5 (< 25% of 81.25)
+    users, note = throughput_saturation(FLAT_THEN_BENDING)
+    assert users == 32 and "9% of the 81.25 per user at 8 users" in note
+
+
+def test_linear_run_has_no_limit_within_the_sweep():
+    a = analyze("m", steps([10, 20, 30, 40, 50], [100, 200, 400, 800, 1600]))
+    assert a.latency_knee_users is None and a.throughput_saturation_users is None
+    assert a.recommended_users == 128 and "no limit reached up to 128 users" in a.recommended_reason
+
+
+def test_sla_capacity_with_interpolation_between_the_last_passing_and_first_failing_step():
+    users, interp, note = sla_capacity(FLAT_THEN_BENDING, Sla(ttft_p99_ms=500))
+    # 35 ms at 32 users, 1646 ms at 64: 500 ms is reached at 32 + 32 * (500 - 35) / (1646 - 35)
+    assert users == 32 and interp == pytest.approx(32 + 32 * 465 / 1611, abs=0.05)
+    assert note == "at 64 users TTFT p99 1646 ms > 500 ms"
+
+
+def test_sla_failing_at_the_first_step():
+    a = analyze("m", FLAT_THEN_BENDING, Sla(ttft_p99_ms=5))
+    assert a.sla_max_users is None and a.recommended_users == 0
+    assert a.recommended_reason == "no tested concurrency meets the SLA"
+
+
+def test_error_rate_sla():
+    run = steps([24, 29, 35, 40, 45], [650, 1130, 1830, 2500, 3000], errors=[0, 0, 1, 5, 9])
+    users, interp, note = sla_capacity(run, Sla(max_error_rate=0.02))
+    assert users == 32 and interp == 64.0 and "error rate 5.0% > 2%" in note
+
+
+def test_only_429s_the_provider_is_the_wall():
+    run = steps([24, 25, 26, 27, 28], [650, 1300, 2600, 3000, 3000], errors=[0, 0, 0, 40, 70], n429=[0, 0, 0, 40, 70])
+    a = analyze("m", run)
+    assert a.provider_cap_users == 64 and a.provider_cap_share == 0.4
+    assert a.recommended_users == 32 and a.provider_is_the_wall
+
+
+def test_all_failing_steps():
+    run = steps([24] * 5, [0] * 5, errors=[100] * 5, n429=[100] * 5)
+    for row in run:
+        row.update(ttft_p99_ms=None, itl_p99_ms=None, ttft_p50_ms=None, ttft_p90_ms=None)
+    a = analyze("m", run)
+    assert a.latency_knee_users is None and a.provider_cap_users == 8 and a.recommended_users == 0
+
+
+def test_provider_cap_ignores_a_small_share():
+    assert provider_cap(steps([1] * 5, [1] * 5, n429=[0, 1, 0, 0, 0])) == (None, None)
+
+
+def test_single_step():
+    a = analyze("m", FLAT_THEN_BENDING[:1])
+    assert a.latency_knee_users is None and a.throughput_saturation_users is None and a.recommended_users == 8
+
+
+def test_cost_per_step():
+    a = analyze("m", FLAT_THEN_BENDING, prices=Prices(2.0, 10.0))
+    first = a.cost["steps"][0]
+    usd = (1000 * 2.0 + 5000 * 10.0) / 1e6
+    assert first["cost_usd"] == pytest.approx(usd)
+    assert first["output_tokens_per_usd"] == pytest.approx(5000 / usd, rel=1e-3)
+    assert first["usd_per_1k_responses"] == pytest.approx(1000 * usd / 100)
+
+
+def test_goodput_exact_or_estimated_from_percentiles():
+    exact = analyze("m", FLAT_THEN_BENDING, Sla(ttft_p99_ms=500), goodput_exact=True).goodput
+    assert exact[0] == {"users": 8, "goodput_req_s": 9.0, "estimated": False}
+    estimated = analyze("m", FLAT_THEN_BENDING, Sla(ttft_p99_ms=500)).goodput
+    assert estimated[0]["goodput_req_s"] == pytest.approx(10.0) and estimated[0]["estimated"]
+    # at 64 users: p50 823, p90 1317, p99 1646 ms: 500 ms is below p50 -> 0.5 * 500 / 823 of the requests
+    assert estimated[3]["goodput_req_s"] == pytest.approx(10.0 * 0.5 * 500 / 823, rel=1e-3)
+
+
+@pytest.mark.parametrize("scale", [0.001, 3.0, 1000.0])
+def test_scaling_latencies_moves_no_knee(scale):
+    run = steps([v * scale for v in (24, 29, 35, 1646, 3064)], [650, 1130, 1830, 2070, 2060])
+    assert analyze("m", run).latency_knee_users == 32

@@ -1,0 +1,87 @@
+import copy
+
+import pytest
+
+from locust_llm.reports.compare import GateInputError, Thresholds, compare, format_comparison
+
+USERS = [8, 16, 32, 64, 128]
+
+
+def summary(recommended=32, knee=32, ttft=(24, 29, 35, 1646, 3064), itl=(12, 14, 17, 20, 21), errors=(0,) * 5):
+    return {
+        "schema": "locust-llm/summary", "version": 1, "model": "m", "valid": True, "invalid_reasons": [],
+        "knee": {"recommended_users": recommended, "latency_knee_users": knee},
+        "steps": [{"users": u, "model": "m", "ttft_p99_ms": ttft[i], "itl_p99_ms": itl[i], "requests": 1000,
+                   "errors": errors[i]} for i, u in enumerate(USERS)],
+    }  # fmt: skip
+
+
+def verdicts(result):
+    return {(c.step, c.metric): c.verdict for c in result.checks}
+
+
+def test_identical_runs_pass():
+    result = compare(summary(), summary())
+    assert not result.regressed and "verdict: no regression" in format_comparison(result)
+
+
+def test_steps_beyond_either_knee_are_not_compared():
+    result = compare(summary(), summary(ttft=(24, 29, 35, 9999, 9999)))
+    assert not result.regressed
+    assert verdicts(result)[("64 users", "p99 TTFT/ITL, errors")] == "skipped"
+
+
+@pytest.mark.parametrize(("current", "regressed"), [(16, False), (8, True)])
+def test_capacity_may_fall_by_one_step_but_not_more(current, regressed):
+    result = compare(summary(), summary(recommended=current, knee=current))
+    assert result.regressed is regressed
+
+
+def test_capacity_rule_needs_both_more_than_a_step_and_more_than_ten_percent():
+    base = summary(recommended=100)
+    base["steps"] = [{**s, "users": u} for s, u in zip(base["steps"], [96, 97, 98, 99, 100], strict=True)]
+    # 100 -> 96 falls 4 steps of that fine sweep but only 4 %: not a regression
+    assert not compare(base, {**base, "knee": {"recommended_users": 96, "latency_knee_users": None}}).regressed
+
+
+@pytest.mark.parametrize(
+    ("ttft_32", "regressed"),
+    [(35 * 1.15, False), (35 * 1.15 + 20.01, True), (35 + 20, False)],  # +15 % is allowed; > 15 % AND > 20 ms is not
+)
+def test_p99_ttft_rise_needs_both_the_percentage_and_the_absolute_minimum(ttft_32, regressed):
+    current = summary(ttft=(24, 29, ttft_32, 1646, 3064))
+    assert compare(summary(), current).regressed is regressed
+
+
+def test_itl_rise():
+    assert compare(summary(), summary(itl=(12, 14, 21, 20, 21))).regressed  # +23.5 % and +4 ms at 32 users
+    assert not compare(summary(), summary(itl=(12, 14, 18.5, 20, 21))).regressed  # +1.5 ms < 2 ms
+
+
+@pytest.mark.parametrize(("errors", "regressed"), [(5, False), (6, True)])  # 0.5 pp of 1,000 requests = 5
+def test_error_rate_rise_boundary(errors, regressed):
+    assert compare(summary(), summary(errors=(0, 0, errors, 0, 0))).regressed is regressed
+
+
+def test_thresholds_are_configurable():
+    current = summary(ttft=(24, 29, 60, 1646, 3064))  # +71 %, +25 ms
+    assert compare(summary(), current).regressed
+    assert not compare(summary(), current, Thresholds(p99_rise_pct=80)).regressed
+    assert not compare(summary(), current, Thresholds(min_ttft_rise_ms=30)).regressed
+
+
+@pytest.mark.parametrize(
+    ("mutate", "message"),
+    [
+        (lambda s: s.update(schema="other"), "is not a locust-llm summary.json"),
+        (lambda s: s.update(version=9), "summary version 9"),
+        (lambda s: s.pop("steps"), "truncated or malformed: no 'steps'"),
+        (lambda s: s.update(valid=False, invalid_reasons=["worker lost"]), "invalid run and cannot be judged: worker"),
+        (lambda s: s.update(model="other"), "different models"),
+    ],
+)
+def test_bad_input(mutate, message):
+    current = copy.deepcopy(summary())
+    mutate(current)
+    with pytest.raises(GateInputError, match=message):
+        compare(summary(), current)
