@@ -77,6 +77,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="Close every connection after its response although keep-alive was advertised.",
     )
+    parser.add_argument(
+        "--close-delay-ms",
+        type=float,
+        default=0.0,
+        help="With 'close' faults: stop reading at once, close this many ms after the response (default: 0, close "
+        "at once). A request sent meanwhile on the connection gets no byte of answer, as with real servers.",
+    )
     parser.add_argument("--stall-s", type=float, default=600.0, help="How long a 'stall' fault holds (default: 600).")
     parser.add_argument(
         "--prefix-cache",
@@ -142,6 +149,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         seed=args.seed,
         faults=faults,
         close_after_response=args.close_after_response,
+        close_delay_s=args.close_delay_ms / 1000.0,
         stall_s=args.stall_s,
     )
 

@@ -58,6 +58,7 @@ class SimConfig:
     seed: int = 0
     faults: FaultPlan = field(default_factory=FaultPlan)
     close_after_response: bool = False
+    close_delay_s: float = 0.0
     stall_s: float = 600.0
 
     def __post_init__(self) -> None:

@@ -487,31 +487,40 @@ class SimServer:
             headers["Connection"] = "keep-alive"
         resp = web.StreamResponse(headers=headers)
         resp.enable_chunked_encoding()
-        await resp.prepare(request)
-        self._answer(runtime, resp)
         stream = Stream(
             seq_id, chat.model, chat.prompt_tokens, output, request.transport, chat.include_usage,
             loop.create_future(), key, fault,
         )  # fmt: skip
-        await resp.write(stream.role_chunk())
-        replica.submit(stream, seq)
+        self._answer(runtime, resp)
         try:
+            await resp.prepare(request)
+            await resp.write(stream.role_chunk())
+            replica.submit(stream, seq)
             await stream.done
+            transport = request.transport
+            if transport is not None and not transport.is_closing():
+                await resp.write_eof()
+                if close:
+                    self._close_after(request)
+        except ConnectionError:
+            pass  # the client went away: a load generator stopping its users does that
         finally:
-            replica.cancel(stream)  # no-op unless the handler was cancelled mid-stream
-        transport = request.transport
-        if transport is not None and not transport.is_closing():
-            await resp.write_eof()
-            if close:
-                self._close_after(request)
+            replica.cancel(stream)  # frees its KV blocks if it was still generating
+            runtime.release(stream)  # its rate-limit slot, if not released yet
         return resp
 
-    @staticmethod
-    def _close_after(request: web.Request) -> None:
-        """Close the connection once the response is out, although keep-alive was advertised."""
+    def _close_after(self, request: web.Request) -> None:
+        """Close the connection once the response is out, although keep-alive was advertised. With a delay, the
+        server stops reading first: a request sent on the connection meanwhile gets no byte of answer."""
         transport = request.transport
-        if transport is not None:
+        if transport is None:
+            return
+        delay = self.config.close_delay_s
+        if delay <= 0:
             asyncio.get_running_loop().call_soon(transport.close)
+            return
+        transport.pause_reading()
+        asyncio.get_running_loop().call_later(delay, transport.close)
 
     def _parse(self, raw: bytes) -> ChatRequest:
         try:
