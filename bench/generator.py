@@ -34,8 +34,9 @@ def served_tokens(origin: str) -> int:
 def run_generator(kind: str, url: str, streams: int, seconds: float, core: int | None) -> dict:
     origin = url.rsplit("/v1", 1)[0]
     with tempfile.TemporaryDirectory() as tmp:
-        if kind == "locust-llm":
-            cmd = [PY, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", "--host", url, "--model",
+        if kind in ("locust-llm", "locust-llm-sdk"):
+            locustfile = "locustfile.py" if kind == "locust-llm" else "locustfile_sdk.py"
+            cmd = [PY, "-m", "locust", "-f", str(ROOT / locustfile), "--headless", "--host", url, "--model",
                    "sim-llm", "--steps", str(streams), "--step-duration", f"{seconds}s", "--warmup", f"{WARMUP_S}s",
                    "--max-tokens", str(MAX_TOKENS), "--csv", f"{tmp}/run", "--only-summary"]  # fmt: skip
         else:
@@ -43,7 +44,7 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
                    str(seconds), str(WARMUP_S)]  # fmt: skip
         proc = subprocess.Popen(pinned(cmd, core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 text=True)  # fmt: skip
-        startup = 2.5 if kind == "locust-llm" else 0.5  # Locust imports and spawns before its shape starts
+        startup = 0.5 if kind == "aiohttp" else 2.5  # Locust imports and spawns before its shape starts
         time.sleep(startup + WARMUP_S)
         cpu0, tokens0 = cpu_s(proc.pid), served_tokens(origin)[0]
         t0 = time.monotonic()
@@ -51,7 +52,7 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
         cpu1, (tokens1, lateness_p99) = cpu_s(proc.pid), served_tokens(origin)
         wall = time.monotonic() - t0
         out, _ = proc.communicate(timeout=seconds + 120)
-        if kind == "locust-llm":
+        if kind != "aiohttp":
             row = _steps_row(Path(tmp) / "run_llm_steps.csv")
         else:
             row = json.loads(out.strip().splitlines()[-1])
@@ -65,6 +66,7 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
         "itl_p99_err_ms": round(float(row["itl_p99_ms"]) - ITL_MS, 2),
         "cpu_pct": round(100 * (cpu1 - cpu0) / wall, 1),
         "us_per_token": round(1e6 * (cpu1 - cpu0) / tokens, 1) if tokens else "-",
+        "streams_per_core_at_80pct": round(0.8 / ((cpu1 - cpu0) / tokens) / (1000 / ITL_MS)) if tokens else "-",
         "server_late_p99_ms": round(lateness_p99, 2),
     }
 
@@ -80,12 +82,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--streams", default="128,256,512", help="Concurrent streams (default: 128,256,512).")
     parser.add_argument("--seconds", type=float, default=25.0, help="Run time per measurement (default: 25).")
+    parser.add_argument(
+        "--generators",
+        default="locust-llm,aiohttp",
+        help="Which generators: locust-llm, aiohttp (the reference), locust-llm-sdk (default: locust-llm,aiohttp).",
+    )
     args = parser.parse_args()
     available = cores()
     server_core, gen_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
     rows = []
     for streams in (int(s) for s in args.streams.split(",")):
-        for kind in ("locust-llm", "aiohttp"):
+        for kind in args.generators.split(","):
             proc, url = start_server(
                 [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
                  "--capacity", "100000", "--context-tokens", "100000"], server_core,
@@ -97,12 +104,12 @@ def main() -> None:
                 stop(proc)
     print(table(rows))
     print()
-    for ours, ref in zip(rows[::2], rows[1::2], strict=True):
-        if isinstance(ours["us_per_token"], float) and isinstance(ref["us_per_token"], float):
-            print(
-                f"{ours['streams']:>4} streams: CPU per token locust-llm / aiohttp = "
-                f"{ours['us_per_token'] / ref['us_per_token']:.2f}"
-            )
+    by = {(r["generator"], r["streams"]): r for r in rows}
+    for (kind, streams), row in by.items():
+        ref = by.get(("aiohttp", streams))
+        if kind != "aiohttp" and ref and isinstance(row["us_per_token"], float) and ref["us_per_token"]:
+            ratio = row["us_per_token"] / ref["us_per_token"]
+            print(f"{streams:>4} streams: CPU per token {kind} / aiohttp = {ratio:.2f}")
 
 
 if __name__ == "__main__":

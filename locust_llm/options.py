@@ -12,15 +12,19 @@ The API key never leaves :class:`RunConfig` in a printable form: it is excluded 
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import os
 import re
 import shlex
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from locust_llm.reports.compare import Thresholds
 from locust_llm.sla import Prices, Sla
+from locust_llm.users.discipline import POLICIES, FlowConfig, RetryPolicy
+from locust_llm.workload.prompts import Length, PromptError, Workload, load_prompts, parse_length
 
 __all__ = [
     "DEFAULT_STEPS",
@@ -49,6 +53,7 @@ class Flag:
     env_var: str | None = None
     web_ui: bool = True
     secret: bool = False
+    multiple: bool = False
 
     @property
     def dest(self) -> str:
@@ -108,7 +113,94 @@ FLAGS: tuple[Flag, ...] = (
         web_ui=False,
         secret=True,
     ),
-    Flag("--max-tokens", "128", "max_tokens of each request (integer >= 1).", "LOCUST_LLM_MAX_TOKENS"),
+    Flag(
+        "--max-tokens",
+        "128",
+        "max_tokens of each request: MEAN or MEAN:STDDEV (drawn per request, e.g. 128:32).",
+        "LOCUST_LLM_MAX_TOKENS",
+    ),
+    Flag(
+        "--prompts",
+        None,
+        'Prompt file: .txt (one prompt per line), .jsonl ({"messages": [...]} or {"prompt": ...}, optional '
+        "max_tokens) or .json (ShareGPT). Every worker needs it at the same path.",
+        "LOCUST_LLM_PROMPTS",
+    ),
+    Flag(
+        "--input-tokens",
+        None,
+        "Synthetic prompts of about this many tokens: MEAN or MEAN:STDDEV (e.g. 512:128).",
+        "LOCUST_LLM_INPUT_TOKENS",
+    ),
+    Flag(
+        "--system-prompt",
+        None,
+        "File whose text is a system prompt shared by every request.",
+        "LOCUST_LLM_SYSTEM_PROMPT",
+    ),
+    Flag(
+        "--cache-control",
+        "off",
+        "on: mark the shared system prompt with cache_control: {type: ephemeral} (prefix caching).",
+        "LOCUST_LLM_CACHE_CONTROL",
+    ),
+    Flag(
+        "--salt",
+        "auto",
+        "Prefix each user message with a random tag so that unintended cache hits do not flatter TTFT: on, off, "
+        "or auto (on for synthetic prompts).",
+        "LOCUST_LLM_SALT",
+    ),
+    Flag("--seed", None, "Seed of every random choice of the users (prompts, lengths, jitter).", "LOCUST_LLM_SEED"),
+    Flag(
+        "--retry-policy",
+        "honor",
+        "After HTTP 429/503: honor (wait Retry-After, else exponential backoff with full jitter), none (record "
+        "and move on), naive (retry at once).",
+        "LOCUST_LLM_RETRY_POLICY",
+    ),
+    Flag("--max-retries", "3", "Retries of one request under honor or naive.", "LOCUST_LLM_MAX_RETRIES"),
+    Flag(
+        "--backoff-base",
+        "500ms",
+        "Backoff of the first retry without Retry-After (doubles each time).",
+        "LOCUST_LLM_BACKOFF_BASE",
+    ),
+    Flag("--backoff-max", "30s", "Longest backoff without Retry-After.", "LOCUST_LLM_BACKOFF_MAX"),
+    Flag(
+        "--fallback-models",
+        None,
+        "Comma-separated models to try, in order, when the model refuses a request (see --fallback-on).",
+        "LOCUST_LLM_FALLBACK_MODELS",
+    ),
+    Flag(
+        "--fallback-on",
+        "429,503",
+        "HTTP statuses that send a request to the next fallback model.",
+        "LOCUST_LLM_FALLBACK_ON",
+    ),
+    Flag(
+        "--hedge-ttft-ms",
+        None,
+        "Hedge: with no first token after this many ms, send the same request to the next model (the same model "
+        "without --fallback-models) and keep whichever streams first.",
+        "LOCUST_LLM_HEDGE_TTFT_MS",
+    ),
+    Flag(
+        "--extra-body",
+        None,
+        'JSON object merged into each request body, e.g. \'{"route": {"fallback": ["m2"]}}\'.',
+        "LOCUST_LLM_EXTRA_BODY",
+        web_ui=False,
+    ),
+    Flag(
+        "--header",
+        None,
+        "Extra request header 'Name: value' (repeatable). Values of key/token/auth headers are kept secret.",
+        None,
+        web_ui=False,
+        multiple=True,
+    ),
     Flag(
         "--steps",
         ",".join(map(str, DEFAULT_STEPS)),
@@ -187,6 +279,8 @@ def add_arguments(parser: Any, flags: tuple[Flag, ...] = FLAGS) -> None:
         kwargs: dict[str, Any] = {"default": flag.default, "help": flag.help, "dest": flag.dest}
         if flag.env_var:
             kwargs["env_var"] = flag.env_var
+        if flag.multiple:
+            kwargs["action"] = "append"
         action = group.add_argument(flag.name, **kwargs)
         # what Locust's own add_argument(include_in_web_ui=..., is_secret=...) sets; groups do not take those kwargs
         action.include_in_web_ui = flag.web_ui
@@ -274,7 +368,11 @@ class RunConfig:
 
     model: str | None = None
     api_key: str | None = field(default=None, repr=False)
-    max_tokens: int = 128
+    max_tokens: Length = field(default_factory=lambda: Length(128))
+    workload: Workload = field(default_factory=Workload)
+    seed: int | None = None
+    flow: FlowConfig = field(default_factory=FlowConfig)
+    headers: tuple[tuple[str, str], ...] = ()
     steps: tuple[int, ...] = DEFAULT_STEPS
     step_duration_s: float = 30.0
     request_timeout_s: float = 120.0
@@ -296,7 +394,11 @@ class RunConfig:
         return cls(
             model=raw["model"] or None,
             api_key=raw["api_key"] or None,
-            max_tokens=parse_positive_int(raw["max_tokens"], "--max-tokens"),
+            max_tokens=_length(raw["max_tokens"], "--max-tokens"),
+            workload=workload_from(raw, options),
+            seed=None if not raw["seed"] else parse_int(raw["seed"], "--seed"),
+            flow=flow_from(raw),
+            headers=headers_from(getattr(options, "header", None)),
             steps=parse_steps(raw["steps"]),
             step_duration_s=parse_duration_s(raw["step_duration"], "--step-duration"),
             request_timeout_s=parse_duration_s(raw["request_timeout"], "--request-timeout"),
@@ -324,14 +426,24 @@ class RunConfig:
     @property
     def secrets(self) -> tuple[str, ...]:
         """Strings that must never be printed (see :func:`locust_llm.redact.redact`)."""
-        return (self.api_key,) if self.api_key else ()
+        keys = [self.api_key] if self.api_key else []
+        keys += [value for name, value in self.headers if _SECRET_HEADER.search(name)]
+        return tuple(keys)
 
     def settings(self) -> dict[str, Any]:
         """The run's settings for reports and logs: every field except secrets."""
         return {
             "model": self.model,
             "api_key_set": bool(self.api_key),
-            "max_tokens": self.max_tokens,
+            "max_tokens": {"mean": self.max_tokens.mean, "stddev": self.max_tokens.stddev},
+            "workload": self.workload.describe(),
+            "seed": self.seed,
+            "retry_policy": self.flow.policy.name,
+            "max_retries": self.flow.policy.max_retries,
+            "fallback_models": list(self.flow.fallbacks),
+            "fallback_on": sorted(self.flow.fallback_on),
+            "hedge_ttft_ms": None if self.flow.hedge_after_s is None else self.flow.hedge_after_s * 1000,
+            "headers": [name for name, _ in self.headers],
             "steps": list(self.steps),
             "step_duration_s": self.step_duration_s,
             "request_timeout_s": self.request_timeout_s,
@@ -393,6 +505,111 @@ def prices_from(raw: dict[str, str]) -> Prices:
     return Prices(
         input_usd_per_mtok=parse_optional_number(raw.get("price_input_usd_per_mtok"), "--price-input-usd-per-mtok"),
         output_usd_per_mtok=parse_optional_number(raw.get("price_output_usd_per_mtok"), "--price-output-usd-per-mtok"),
+    )
+
+
+_SECRET_HEADER = re.compile(r"(?i)key|token|auth|secret|cookie|password")
+
+
+def parse_int(text: str, flag: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise ConfigError(f"{flag} must be an integer, got {text!r}") from None
+
+
+def _length(text: str, flag: str) -> Length:
+    try:
+        return parse_length(text, flag)
+    except PromptError as exc:
+        raise ConfigError(str(exc)) from None
+
+
+def _on_off(text: str, flag: str, allowed: tuple[str, ...] = ("on", "off")) -> str:
+    return parse_choice(text or allowed[-1], flag, allowed)
+
+
+def workload_from(raw: dict[str, str], options: Any = None) -> Workload:
+    """The workload of the run; prompt and system-prompt files are read here (errors name file and line)."""
+    try:
+        prompts = tuple(load_prompts(raw["prompts"])) if raw.get("prompts") else ()
+        input_tokens = parse_length(raw["input_tokens"], "--input-tokens") if raw.get("input_tokens") else None
+        system = None
+        if raw.get("system_prompt"):
+            try:
+                system = Path(raw["system_prompt"]).read_text(encoding="utf-8").strip()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise PromptError(f"--system-prompt {raw['system_prompt']}: cannot be read ({exc})") from None
+    except PromptError as exc:
+        raise ConfigError(str(exc)) from None
+    if prompts and input_tokens is not None:
+        raise ConfigError(f"--prompts and --input-tokens exclude each other, got both ({raw['prompts']})")
+    salt = _on_off(raw.get("salt") or "auto", "--salt", ("on", "off", "auto"))
+    return Workload(
+        max_tokens=_length(raw.get("max_tokens") or "128", "--max-tokens"),
+        prompts=prompts,
+        input_tokens=input_tokens,
+        system_prompt=system,
+        cache_control=_on_off(raw.get("cache_control") or "off", "--cache-control") == "on",
+        salt=None if salt == "auto" else salt == "on",
+        extra_body=_extra_body(raw.get("extra_body")),
+    )
+
+
+def _extra_body(text: str | None) -> dict[str, Any] | None:
+    if not text:
+        return None
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(
+            f"--extra-body must be a JSON object, got invalid JSON ({exc.msg} at {exc.pos}): {text!r}"
+        ) from None
+    if not isinstance(value, dict):
+        raise ConfigError(f"--extra-body must be a JSON object, got {type(value).__name__}: {text!r}")
+    return value
+
+
+def headers_from(values: Any) -> tuple[tuple[str, str], ...]:
+    """``--header 'Name: value'`` (repeatable) -> ((name, value), ...)."""
+    if not values:
+        return ()
+    if isinstance(values, str):
+        values = [values]
+    out = []
+    for text in values:
+        name, sep, value = str(text).partition(":")
+        if not sep or not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", name.strip()):
+            shown = name.strip() or text
+            raise ConfigError(f"--header must be 'Name: value' with a valid header name, got {shown!r}")
+        out.append((name.strip(), value.strip()))
+    return tuple(out)
+
+
+def flow_from(raw: dict[str, str]) -> FlowConfig:
+    policy = parse_choice(raw.get("retry_policy") or "honor", "--retry-policy", POLICIES)
+    retries = raw.get("max_retries") or "3"
+    if not re.fullmatch(r"\d+", str(retries).strip()):
+        raise ConfigError(f"--max-retries must be an integer >= 0, got {retries!r}")
+    fallbacks = tuple(m.strip() for m in (raw.get("fallback_models") or "").split(",") if m.strip())
+    statuses = []
+    for part in (raw.get("fallback_on") or "429,503").split(","):
+        if not re.fullmatch(r"\s*[1-5]\d\d\s*", part):
+            raise ConfigError(
+                f"--fallback-on must be comma-separated HTTP statuses like 429,503, got {raw['fallback_on']!r}"
+            )
+        statuses.append(int(part))
+    hedge = parse_optional_number(raw.get("hedge_ttft_ms"), "--hedge-ttft-ms")
+    return FlowConfig(
+        policy=RetryPolicy(
+            policy,
+            int(retries),
+            parse_duration_s(raw.get("backoff_base") or "500ms", "--backoff-base"),
+            parse_duration_s(raw.get("backoff_max") or "30s", "--backoff-max"),
+        ),
+        fallbacks=fallbacks,
+        fallback_on=frozenset(statuses),
+        hedge_after_s=None if hedge is None else hedge / 1000.0,
     )
 
 

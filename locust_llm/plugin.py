@@ -18,6 +18,7 @@ import atexit
 import json
 import logging
 import sys
+import time
 import urllib.request
 import weakref
 from datetime import UTC, datetime
@@ -38,6 +39,7 @@ from locust_llm.collect.rows import COLUMNS, WORKER_COLUMNS, format_table
 from locust_llm.metrics import RequestResult
 from locust_llm.options import ConfigError, RunConfig, add_arguments
 from locust_llm.sim.launcher import EmbeddedSim, SimStartError
+from locust_llm.sla import Sla
 
 __all__ = ["LLMError", "LLMRun", "install", "llm_run"]
 
@@ -71,6 +73,7 @@ class LLMRun:
         self.config: RunConfig | None = None
         self.model = ""
         self.itl_events = True
+        self.sla = Sla()
         self.sim: EmbeddedSim | None = None
         self.collector = Collector(environment, self.role)
         self._writer: gevent.Greenlet | None = None
@@ -94,6 +97,7 @@ class LLMRun:
         if config.model is None and host and (self.sim is None or host != self.sim.url):
             raise ConfigError(f"--model is required with --host (e.g. --model grok-4), got --host {host}")
         self.config = config
+        self.sla = config.sla
         self.itl_events = config.itl_events
         self.model = config.model or self.model
         return config
@@ -104,6 +108,7 @@ class LLMRun:
         """File ``result`` under its step and fire the Locust events ``TTFT``, ``ITL`` and ``E2E``."""
         if self.collector.closed:
             return
+        result.good = self.sla.good(result)
         self.collector.record(result)
         fire = self.environment.events.request.fire
         model = result.model
@@ -128,6 +133,14 @@ class LLMRun:
             exception=None if result.ok else LLMError(result.error),
             context={},
         )
+
+    def count(self, name: str, model: str, n: int = 1, at_ns: int | None = None) -> None:
+        """Add ``n`` to a per-step counter (retries, fallbacks, reconnects, ...) of ``model``."""
+        self.collector.count(name, model, n, time.perf_counter_ns() if at_ns is None else at_ns)
+
+    def record_client(self, model: str, sent_ns: int, end_ns: int, ok: bool) -> None:
+        """A client request, its retries and waits included (see :mod:`locust_llm.users.flow`)."""
+        self.collector.record_client(model, sent_ns, end_ns, ok)
 
     # -- steps -------------------------------------------------------------------------------------------------
 
@@ -183,7 +196,7 @@ class LLMRun:
     def _sim_truth(self, rows: list[dict[str, Any]]) -> dict[str, Any]:
         ok = sum(r["ok"] for r in rows)
         prompt = round(sum(r["prompt_tokens"] for r in rows) / ok) if ok else 0
-        query = f"model={self.model}&prompt_tokens={prompt}&max_tokens={self.require_config().max_tokens}"
+        query = f"model={self.model}&prompt_tokens={prompt}&max_tokens={self.require_config().max_tokens.mean}"
         assert self.sim is not None and self.sim.url is not None
         try:
             url = self.sim.url.rsplit("/v1", 1)[0] + "/sim/truth?" + query

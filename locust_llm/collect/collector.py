@@ -119,6 +119,14 @@ class Collector:
         if not self.closed:
             self.table.add(result, self.timeline.locate)
 
+    def count(self, name: str, model: str, n: int, at_ns: int) -> None:
+        if not self.closed:
+            self.table.bump(name, model, n, at_ns, self.timeline.locate)
+
+    def record_client(self, model: str, sent_ns: int, end_ns: int, ok: bool) -> None:
+        if not self.closed:
+            self.table.add_client(model, sent_ns, end_ns, ok, self.timeline.locate)
+
     # -- steps (master / local) --------------------------------------------------------------------------------
 
     def begin_step(self, step: int, users: int, warmup_ns: int) -> None:

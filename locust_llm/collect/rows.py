@@ -56,6 +56,16 @@ COLUMNS = (
     "workers",
     "valid",
     "invalid_reasons",
+    "client_requests",
+    "client_ok",
+    "client_e2e_p50_ms",
+    "client_e2e_p99_ms",
+    "retries",
+    "retry_wait_s",
+    "fallbacks",
+    "reconnects",
+    "hedges",
+    "hedge_wins",
 )
 
 WORKER_COLUMNS = ("step", "phase", "model", "worker", "requests", "ok", "completion_tokens", "cpu_max_pct")
@@ -139,6 +149,16 @@ def step_row(
         "workers": window.workers,
         "valid": not window.invalid_reasons,
         "invalid_reasons": "; ".join(window.invalid_reasons),
+        "client_requests": c["client_requests"],
+        "client_ok": c["client_ok"],
+        "client_e2e_p50_ms": _ms(stats, "client_e2e", 0.5),
+        "client_e2e_p99_ms": _ms(stats, "client_e2e", 0.99),
+        "retries": c["retries"],
+        "retry_wait_s": round(c["retry_wait_ms"] / 1000.0, 3),
+        "fallbacks": c["fallbacks"],
+        "reconnects": c["reconnects"],
+        "hedges": c["hedges"],
+        "hedge_wins": c["hedge_wins"],
     }
 
 

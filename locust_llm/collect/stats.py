@@ -22,8 +22,9 @@ from locust_llm.metrics import RequestResult, StatusClass
 
 __all__ = ["COUNTERS", "HISTOGRAMS", "STEADY", "WARMUP", "StatsKey", "StatsTable", "StepStats"]
 
-HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag")
-"""``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up."""
+HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag", "client_e2e")
+"""``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up.
+``client_e2e`` is the client-perceived latency of a client request: its retries and waits included."""
 
 COUNTERS = (
     "requests",
@@ -32,6 +33,15 @@ COUNTERS = (
     "prompt_tokens",
     "completion_tokens",
     "estimated_token_requests",
+    # client discipline (see locust_llm.users.flow)
+    "client_requests",
+    "client_ok",
+    "retries",
+    "retry_wait_ms",
+    "fallbacks",
+    "reconnects",
+    "hedges",
+    "hedge_wins",
 )
 
 
@@ -125,6 +135,18 @@ class StatsTable:
             tpot = result.tpot_ns
             if tpot is not None:
                 end.hist["tpot"].record(tpot)
+
+    def bump(self, name: str, model: str, n: int, t_ns: int, locate: Locate) -> None:
+        """Add ``n`` to counter ``name`` of ``model`` at the step observed at ``t_ns``."""
+        self._at(locate, model, t_ns).counts[name] += n
+
+    def add_client(self, model: str, sent_ns: int, end_ns: int, ok: bool, locate: Locate) -> None:
+        """A client request: its client-perceived latency (waits and retries included), filed at its end."""
+        stats = self._at(locate, model, end_ns)
+        stats.counts["client_requests"] += 1
+        if ok:
+            stats.counts["client_ok"] += 1
+            stats.hist["client_e2e"].record(end_ns - sent_ns)
 
     def _add_gaps(self, tokens: list[int], locate: Locate, model: str) -> None:
         if len(tokens) < 2:

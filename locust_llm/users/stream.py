@@ -8,6 +8,7 @@ read 1 KiB blocks and batch tokens; see DESIGN.md "Hot path"). Each SSE event is
 
 from __future__ import annotations
 
+import errno
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -18,6 +19,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from locust_llm.metrics import Outcome, RequestResult
 from locust_llm.redact import redact
 from locust_llm.sse import MalformedChunk, SSEDecoder, SSEEvent, parse_chunk
+from locust_llm.users.discipline import retry_after_s
 
 __all__ = ["ERROR_BODY_LIMIT", "run_stream"]
 
@@ -25,6 +27,8 @@ ERROR_BODY_LIMIT = 300
 """Characters of an HTTP error body shown in the failure message."""
 
 Clock = Callable[[], int]
+
+_STALE_ERRNOS = frozenset({errno.ECONNRESET, errno.EPIPE, errno.ECONNABORTED})
 
 
 def run_stream(
@@ -39,8 +43,12 @@ def run_stream(
     secrets: Sequence[str] = (),
     prompt_tokens_estimate: int = 0,
     clock: Clock = time.perf_counter_ns,
+    on_first_token: Callable[[], None] | None = None,
 ) -> RequestResult:
-    """POST ``body`` to ``uri`` with ``http`` (a geventhttpclient ``HTTPClient``) and time the streamed answer."""
+    """POST ``body`` to ``uri`` with ``http`` (a geventhttpclient ``HTTPClient``) and time the streamed answer.
+
+    ``on_first_token`` is called once, the moment the first token arrives (hedging waits for it).
+    """
     result = RequestResult(model=model, intended_ns=intended_ns, sent_ns=clock())
     response = None
     deadline = gevent.Timeout(timeout_s)
@@ -53,7 +61,7 @@ def run_stream(
         elif not _is_event_stream(response):
             _read_not_sse(response, result, secrets)
         else:
-            _read_events(response, result, clock)
+            _read_events(response, result, clock, on_first_token)
     except gevent.Timeout as exc:
         if exc is not deadline:
             raise
@@ -61,26 +69,16 @@ def run_stream(
     except TimeoutError:
         _fail(result, Outcome.TIMEOUT, f"timeout: the server sent nothing for too long{_progress(result)}")
     except HTTPConnectionClosed:
-        _fail(
-            result,
-            Outcome.CONNECTION,
-            f"connection error: the server closed the connection{_progress(result)}",
-        )
+        result.stale = not result.http_status
+        _fail(result, Outcome.CONNECTION, _closed(result))
     except HTTPParseError as exc:
         if "incomplete" in str(exc).lower():  # the peer closed the connection in the middle of the body
-            _fail(
-                result,
-                Outcome.CONNECTION,
-                f"connection error: the server closed the connection{_progress(result)}",
-            )
+            _fail(result, Outcome.CONNECTION, _closed(result))
         else:
             _fail(result, Outcome.MALFORMED, redact(f"malformed HTTP response: {exc}", secrets))
     except OSError as exc:
-        _fail(
-            result,
-            Outcome.CONNECTION,
-            redact(f"connection error: {_os_error(exc)}{_progress(result)}", secrets),
-        )
+        result.stale = not result.http_status and exc.errno in _STALE_ERRNOS
+        _fail(result, Outcome.CONNECTION, redact(f"connection error: {_os_error(exc)}{_progress(result)}", secrets))
     finally:
         deadline.close()
         if not result.end_ns:
@@ -97,6 +95,10 @@ def _fail(result: RequestResult, outcome: Outcome, message: str) -> None:
         result.error = message
 
 
+def _closed(result: RequestResult) -> str:
+    return f"connection error: the server closed the connection{_progress(result)}"
+
+
 def _progress(result: RequestResult) -> str:
     """Where the request was when it failed; no counts, so Locust's failure table groups alike failures."""
     if not result.http_status:
@@ -108,7 +110,7 @@ def _os_error(exc: OSError) -> str:
     return exc.strerror or str(exc) or type(exc).__name__
 
 
-def _read_events(response: Any, result: RequestResult, clock: Clock) -> None:
+def _read_events(response: Any, result: RequestResult, clock: Clock, on_first_token: Callable[[], None] | None) -> None:
     decoder = SSEDecoder()
     readline = response.readline
     feed_line = decoder.feed_line
@@ -120,6 +122,9 @@ def _read_events(response: Any, result: RequestResult, clock: Clock) -> None:
         event = feed_line(line)
         if event is not None and not done:
             done = _on_event(event, clock(), result)
+            if on_first_token is not None and result.token_ns:
+                on_first_token()
+                on_first_token = None
             if result.outcome is not Outcome.OK:
                 return
     if not done:
@@ -193,7 +198,9 @@ def _read_http_error(response: Any, result: RequestResult, secrets: Sequence[str
     except (OSError, HTTPParseError):
         raw = b""
     _fail(result, Outcome.for_http_status(status), f"HTTP {status} {reason}: {_preview(raw, secrets)}".strip())
-    result.retry_after_s = _retry_after_s(response)
+    result.retry_after_s = retry_after_s(
+        _header(response, "retry-after-ms"), _header(response, "retry-after"), time.time()
+    )
 
 
 def _read_not_sse(response: Any, result: RequestResult, secrets: Sequence[str]) -> None:
@@ -204,17 +211,3 @@ def _read_not_sse(response: Any, result: RequestResult, secrets: Sequence[str]) 
         Outcome.NOT_SSE,
         f"not an SSE stream: HTTP 200 with Content-Type {content_type!r}: {_preview(raw, secrets)}",
     )
-
-
-def _retry_after_s(response: Any) -> float | None:
-    """``retry-after-ms`` (milliseconds) or a numeric ``Retry-After`` (seconds); HTTP dates are left to callers."""
-    raw_ms = _header(response, "retry-after-ms")
-    raw_s = _header(response, "retry-after")
-    try:
-        if raw_ms:
-            return max(0.0, float(raw_ms) / 1000.0)
-        if raw_s:
-            return max(0.0, float(raw_s))
-    except ValueError:
-        return None
-    return None

@@ -14,7 +14,7 @@ def options(**overrides):
 def test_defaults():
     config = RunConfig.from_options(options())
     assert config.steps == (8, 16, 32, 64, 128)
-    assert (config.max_tokens, config.step_duration_s, config.request_timeout_s) == (128, 30.0, 120.0)
+    assert (config.max_tokens.mean, config.step_duration_s, config.request_timeout_s) == (128, 30.0, 120.0)
     assert config.model is None and config.api_key is None
 
 
@@ -37,7 +37,18 @@ def test_durations(text, seconds):
             "--step-duration must be a positive duration like 30s, 2m or 1m30s, got 'soon'",
         ),
         ({"step_duration": "0s"}, "--step-duration must be a positive duration"),
-        ({"max_tokens": "0"}, "--max-tokens must be an integer >= 1, got '0'"),
+        ({"max_tokens": "0"}, "--max-tokens must be MEAN or MEAN:STDDEV with an integer mean >= 1, got '0'"),
+        ({"retry_policy": "polite"}, "--retry-policy must be one of honor, none, naive, got 'polite'"),
+        ({"max_retries": "-1"}, "--max-retries must be an integer >= 0, got '-1'"),
+        ({"fallback_on": "429,teapot"}, "--fallback-on must be comma-separated HTTP statuses like 429,503"),
+        ({"hedge_ttft_ms": "soon"}, "--hedge-ttft-ms must be a number >= 0, got 'soon'"),
+        ({"extra_body": "[1]"}, "--extra-body must be a JSON object, got list"),
+        ({"extra_body": "{oops"}, "--extra-body must be a JSON object, got invalid JSON"),
+        ({"header": ["no colon"]}, "--header must be 'Name: value' with a valid header name, got 'no colon'"),
+        ({"input_tokens": "lots"}, "--input-tokens must be MEAN or MEAN:STDDEV"),
+        ({"prompts": "/nonexistent/p.txt"}, "--prompts /nonexistent/p.txt: no such file"),
+        ({"salt": "maybe"}, "--salt must be one of on, off, auto, got 'maybe'"),
+        ({"seed": "x"}, "--seed must be an integer, got 'x'"),
         ({"request_timeout": "-3"}, "--request-timeout must be a positive duration"),
         ({"warmup": "150%"}, "--warmup share must be a percentage in [0, 100), got '150%'"),
         ({"warmup": "later"}, "--warmup must be auto, a duration like 5s or a share like 10%, got 'later'"),
@@ -106,3 +117,30 @@ def test_generator_health_thresholds():
     assert (config.max_generator_cpu_pct, config.max_sched_lag_ms) == (90.0, 25.0)
     with pytest.raises(ConfigError, match="--max-generator-cpu must be a percentage"):
         RunConfig.from_options(options(max_generator_cpu="lots"))
+
+
+def test_client_flags(tmp_path):
+    system = tmp_path / "system.txt"
+    system.write_text("You are terse.\n")
+    config = RunConfig.from_options(options(
+        retry_policy="naive", max_retries="5", fallback_models="a, b", fallback_on="429", hedge_ttft_ms="250",
+        extra_body='{"route": {"fallback": ["b"]}}', header=["X-Team: llm", "X-Api-Key: k-123"],
+        system_prompt=str(system), cache_control="on", input_tokens="512:128", max_tokens="64:16", seed="7",
+    ))  # fmt: skip
+    assert (config.flow.policy.name, config.flow.policy.max_retries) == ("naive", 5)
+    assert config.flow.fallbacks == ("a", "b") and config.flow.fallback_on == frozenset({429})
+    assert config.flow.hedge_after_s == 0.25
+    assert config.workload.extra_body == {"route": {"fallback": ["b"]}}
+    assert config.headers == (("X-Team", "llm"), ("X-Api-Key", "k-123"))
+    assert "k-123" in config.secrets and "llm" not in config.secrets  # key-like header values are secret
+    assert config.workload.system_prompt == "You are terse." and config.workload.cache_control
+    assert config.workload.input_tokens.mean == 512 and config.workload.salted
+    assert (config.max_tokens.mean, config.max_tokens.stddev, config.seed) == (64, 16.0, 7)
+    assert "k-123" not in str(config.settings())
+
+
+def test_prompts_and_input_tokens_exclude_each_other(tmp_path):
+    prompts = tmp_path / "p.txt"
+    prompts.write_text("hello\n")
+    with pytest.raises(ConfigError, match="exclude each other"):
+        RunConfig.from_options(options(prompts=str(prompts), input_tokens="100"))

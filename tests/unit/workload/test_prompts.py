@@ -1,0 +1,100 @@
+import json
+import random
+import re
+import statistics
+
+import pytest
+
+from locust_llm.workload.prompts import (
+    Length,
+    PromptError,
+    Workload,
+    estimate_prompt_tokens,
+    load_prompts,
+    parse_length,
+    synthetic_text,
+)
+
+
+def write(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_plain_text_one_prompt_per_line(tmp_path):
+    prompts = load_prompts(write(tmp_path, "p.txt", "first\n\n  second  \n"))
+    assert [p.messages[0]["content"] for p in prompts] == ["first", "second"]
+
+
+def test_jsonl_messages_prompt_and_max_tokens(tmp_path):
+    rows = [
+        {"messages": [{"role": "system", "content": "s"}, {"role": "user", "content": "u"}], "max_tokens": 7},
+        {"prompt": "plain"},
+    ]
+    prompts = load_prompts(write(tmp_path, "p.jsonl", "\n".join(json.dumps(r) for r in rows)))
+    assert prompts[0].messages[1]["content"] == "u" and prompts[0].max_tokens == 7
+    assert prompts[1].messages == ({"role": "user", "content": "plain"},) and prompts[1].max_tokens is None
+
+
+def test_sharegpt_keeps_the_turns_up_to_the_last_human_one(tmp_path):
+    data = [{"conversations": [{"from": "human", "value": "q1"}, {"from": "gpt", "value": "a1"},
+                               {"from": "human", "value": "q2"}, {"from": "gpt", "value": "a2"}]}]  # fmt: skip
+    (prompt,) = load_prompts(write(tmp_path, "p.json", json.dumps(data)))
+    assert [m["role"] for m in prompt.messages] == ["user", "assistant", "user"]
+    assert prompt.messages[-1]["content"] == "q2"
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("p.jsonl", '{"prompt": "ok"}\n{"prompt": \n', "p.jsonl: line 2: invalid JSON"),
+        ("p.jsonl", '["a"]\n', "line 1: expected a JSON object, got list"),
+        ("p.jsonl", '{"messages": [{"content": "x"}]}\n', "line 1: 'messages' must be a non-empty list"),
+        ("p.jsonl", '{"prompt": "x", "max_tokens": 0}\n', "line 1: max_tokens must be an integer >= 1, got 0"),
+        ("p.jsonl", '{"text": "x"}\n', "line 1: needs 'messages' (a list) or 'prompt' (a string)"),
+        ("p.json", '{"a": 1}', "expected a JSON list of conversations"),
+        ("p.json", '[{"conversations": [{"from": "alien", "value": "x"}]}]', "conversation 0: each turn needs"),
+        ("p.txt", "\n\n", "has no prompts"),
+    ],
+)
+def test_malformed_prompt_files_name_the_file_line_and_problem(tmp_path, name, text, message):
+    with pytest.raises(PromptError, match=re.escape(message)) as info:
+        load_prompts(write(tmp_path, name, text))
+    assert str(info.value).startswith(f"--prompts {tmp_path / name}")
+
+
+def test_length_distribution_is_within_tolerance_and_deterministic():
+    length = parse_length("512:128", "--input-tokens")
+    draws = [length.draw(random.Random(f"7:{i}")) for i in range(4000)]
+    assert statistics.mean(draws) == pytest.approx(512, rel=0.02)
+    assert statistics.stdev(draws) == pytest.approx(128, rel=0.05)
+    assert draws == [length.draw(random.Random(f"7:{i}")) for i in range(4000)]
+    assert Length(5).draw(random.Random()) == 5 and min(Length(1, 50).draw(random.Random(i)) for i in range(99)) >= 1
+
+
+@pytest.mark.parametrize("tokens", [1, 16, 512, 3000])
+def test_synthetic_text_has_about_the_requested_tokens(tokens):
+    text = synthetic_text(tokens, random.Random(1))
+    assert estimate_prompt_tokens([{"content": text}]) - 7 == pytest.approx(tokens, abs=1)
+
+
+def test_salt_system_prompt_and_cache_control():
+    workload = Workload(input_tokens=Length(20), system_prompt="Be brief.", cache_control=True)
+    messages, max_tokens = workload.messages(random.Random(3))
+    assert messages[0] == {"role": "system", "content": "Be brief.", "cache_control": {"type": "ephemeral"}}
+    assert messages[1]["content"].startswith("[") and max_tokens == 128  # synthetic prompts are salted
+    other, _ = workload.messages(random.Random(4))
+    assert other[1]["content"][:14] != messages[1]["content"][:14]
+    plain, _ = Workload().messages(random.Random(3))
+    assert not plain[0]["content"].startswith("[")  # built-in prompts are not salted by default
+
+
+def test_a_rows_max_tokens_wins_and_extra_body_is_merged(tmp_path):
+    prompts = tuple(load_prompts(write(tmp_path, "p.jsonl", '{"prompt": "x", "max_tokens": 9}\n')))
+    workload = Workload(max_tokens=Length(100), prompts=prompts, extra_body={"route": {"x": 1}})
+    messages, max_tokens = workload.messages(random.Random(0))
+    assert max_tokens == 9
+    body = json.loads(workload.body("m2", messages, max_tokens))
+    assert body["model"] == "m2" and body["route"] == {"x": 1} and body["stream"] is True
+    assert body["stream_options"] == {"include_usage": True}
