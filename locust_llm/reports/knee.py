@@ -13,6 +13,8 @@ convex increasing curve, exactly as the ``kneed`` library implements it (the tes
 
 **Applied to a concurrency sweep** (:func:`latency_knee`):
 
+- ``y`` is first made non-decreasing (its running maximum): a p99 that falls as the load grows is noise, and
+  Kneedle, which assumes an increasing curve, would otherwise mistake a dip at the last step for a bend there.
 - ``x = log2(users)``: sweeps double the concurrency, and Kneedle assumes evenly spaced samples (its threshold uses
   the mean spacing). On a linear axis the doubling steps are crowded at the left and the method misses the bend
   of a flat-then-rising curve while finding one in a straight line.
@@ -26,6 +28,7 @@ convex increasing curve, exactly as the ``kneed`` library implements it (the tes
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,7 +96,7 @@ def latency_knee(users: Sequence[int], values: Sequence[float | None], min_rise:
     if len(points) < 3:
         return Knee(None, None, f"needs at least 3 steps with latencies, got {len(points)}")
     xs = [math.log2(u) for u, _ in points]
-    ys = [float(v) for _, v in points]
+    ys = list(itertools.accumulate((float(v) for _, v in points), max))
     low = min(ys)
     rise = (max(ys) - low) / low if low > 0 else math.inf
     if rise < min_rise:

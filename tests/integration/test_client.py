@@ -80,7 +80,9 @@ def test_hedging_keeps_the_first_to_stream_and_cancels_the_other(tmp_path):
     rows = steps_by_model(tmp_path)
     primary = rows["sim-llm"]
     hedges, wins = int(primary["hedges"]), int(primary["hedge_wins"])
-    assert hedges > 0 and hedges - 2 <= wins <= hedges  # fired and won are filed when they happen: the window edges
+    # a hedge is filed when it fires and its win when its first token comes: at the edges of the steady window one
+    # of the two can fall outside it
+    assert hedges > 0 and abs(hedges - wins) <= 2
     assert int(rows["fast"]["ok"]) > 0 and "sim-llm" not in {m for m, r in rows.items() if int(r["ok"])}
     assert served["sim-llm"]["cancelled"] > 0  # the losers were cancelled, not left running
     assert float(primary["client_e2e_p50_ms"]) < 400  # hedging bounded the tail the slow model would give

@@ -25,10 +25,14 @@ def test_identical_runs_pass():
     assert not result.regressed and "verdict: no regression" in format_comparison(result)
 
 
-def test_steps_beyond_either_knee_are_not_compared():
-    result = compare(summary(), summary(ttft=(24, 29, 35, 9999, 9999)))
+def test_steps_at_or_beyond_either_knee_are_not_compared():
+    result = compare(summary(), summary(ttft=(24, 29, 350, 9999, 9999)))
     assert not result.regressed
+    assert verdicts(result)[("32 users", "p99 TTFT/ITL, errors")] == "skipped"
     assert verdicts(result)[("64 users", "p99 TTFT/ITL, errors")] == "skipped"
+    assert verdicts(result)[("16 users", "ttft_p99_ms")] == "ok"
+    # the lower of the two knees counts: a run whose knee fell to 16 is compared up to 8 users only
+    assert verdicts(compare(summary(), summary(knee=16)))[("16 users", "p99 TTFT/ITL, errors")] == "skipped"
 
 
 @pytest.mark.parametrize(("current", "regressed"), [(16, False), (8, True)])
@@ -45,28 +49,28 @@ def test_capacity_rule_needs_both_more_than_a_step_and_more_than_ten_percent():
 
 
 @pytest.mark.parametrize(
-    ("ttft_32", "regressed"),
-    [(35 * 1.15, False), (35 * 1.15 + 20.01, True), (35 + 20, False)],  # +15 % is allowed; > 15 % AND > 20 ms is not
+    ("ttft_16", "regressed"),
+    [(29 * 1.15, False), (29 * 1.15 + 20.01, True), (29 + 20, False)],  # +15 % is allowed; > 15 % AND > 20 ms is not
 )
-def test_p99_ttft_rise_needs_both_the_percentage_and_the_absolute_minimum(ttft_32, regressed):
-    current = summary(ttft=(24, 29, ttft_32, 1646, 3064))
+def test_p99_ttft_rise_needs_both_the_percentage_and_the_absolute_minimum(ttft_16, regressed):
+    current = summary(ttft=(24, ttft_16, 35, 1646, 3064))
     assert compare(summary(), current).regressed is regressed
 
 
 def test_itl_rise():
-    assert compare(summary(), summary(itl=(12, 14, 21, 20, 21))).regressed  # +23.5 % and +4 ms at 32 users
-    assert not compare(summary(), summary(itl=(12, 14, 18.5, 20, 21))).regressed  # +1.5 ms < 2 ms
+    assert compare(summary(), summary(itl=(12, 18, 17, 20, 21))).regressed  # +28.6 % and +4 ms at 16 users
+    assert not compare(summary(), summary(itl=(12, 15.5, 17, 20, 21))).regressed  # +1.5 ms < 2 ms
 
 
 @pytest.mark.parametrize(("errors", "regressed"), [(5, False), (6, True)])  # 0.5 pp of 1,000 requests = 5
 def test_error_rate_rise_boundary(errors, regressed):
-    assert compare(summary(), summary(errors=(0, 0, errors, 0, 0))).regressed is regressed
+    assert compare(summary(), summary(errors=(0, errors, 0, 0, 0))).regressed is regressed
 
 
 def test_thresholds_are_configurable():
-    current = summary(ttft=(24, 29, 60, 1646, 3064))  # +71 %, +25 ms
+    current = summary(ttft=(24, 54, 35, 1646, 3064))  # +86 %, +25 ms at 16 users
     assert compare(summary(), current).regressed
-    assert not compare(summary(), current, Thresholds(p99_rise_pct=80)).regressed
+    assert not compare(summary(), current, Thresholds(p99_rise_pct=90)).regressed
     assert not compare(summary(), current, Thresholds(min_ttft_rise_ms=30)).regressed
 
 

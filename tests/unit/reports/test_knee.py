@@ -73,3 +73,8 @@ def test_kneedle_matches_kneed_on_arbitrary_curves_too(ys):
     expected = kneed.KneeLocator(xs, ys, curve="convex", direction="increasing").knee
     got = kneedle_convex_increasing(xs, ys)
     assert (None if got is None else xs[got]) == expected
+
+
+def test_a_dip_after_the_bend_is_noise_not_a_later_knee():
+    # ITL p99 of a real run: up to 32 users, a jump at 64, a slightly lower value at 128
+    assert latency_knee(USERS, [13.76, 16.51, 21.12, 56.58, 55.04]).users == 32
