@@ -102,6 +102,21 @@ class RequestResult:
     def ok(self) -> bool:
         return self.outcome is Outcome.OK
 
+    def fail(self, outcome: Outcome, message: str) -> None:
+        """Classify the request as failed; the first failure found wins."""
+        if self.outcome is Outcome.OK:
+            self.outcome = outcome
+            self.error = message
+
+    def settle_tokens(self, prompt_tokens_estimate: int) -> None:
+        """Usage from the final chunk when the server sent it; else chunks counted as tokens, marked estimated."""
+        if not self.completion_tokens and self.token_ns:
+            self.completion_tokens = len(self.token_ns)
+            self.tokens_estimated = True
+        if not self.prompt_tokens and self.token_ns:
+            self.prompt_tokens = prompt_tokens_estimate
+            self.tokens_estimated = True
+
     @property
     def ttft_ns(self) -> int | None:
         return self.token_ns[0] - self.sent_ns if self.token_ns else None

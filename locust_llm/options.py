@@ -254,6 +254,14 @@ FLAGS: tuple[Flag, ...] = (
         "LOCUST_LLM_REPORT",
     ),
     Flag(
+        "--llm-summary-log",
+        "off",
+        "on: also print summary.json as one log line ('locust-llm-summary: {...}') at the end of the run, so that "
+        "results survive pods that are gone (needs --llm-report).",
+        "LOCUST_LLM_SUMMARY_LOG",
+        web_ui=False,
+    ),
+    Flag(
         "--baseline",
         None,
         "Compare the run's summary with this baseline summary.json; the exit code is 1 on regression.",
@@ -383,6 +391,7 @@ class RunConfig:
     sla: Sla = field(default_factory=Sla)
     prices: Prices = field(default_factory=Prices)
     report_dir: str | None = None
+    summary_log: bool = False
     baseline: str | None = None
     gate: Thresholds = field(default_factory=Thresholds)
     sim_args: tuple[str, ...] = ()
@@ -409,6 +418,7 @@ class RunConfig:
             sla=sla_from(raw),
             prices=prices_from(raw),
             report_dir=raw["llm_report"] or None,
+            summary_log=_on_off(raw["llm_summary_log"] or "off", "--llm-summary-log") == "on",
             baseline=raw["baseline"] or None,
             gate=thresholds_from(raw),
             sim_args=_split_args(raw["sim_args"]),

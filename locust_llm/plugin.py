@@ -49,6 +49,7 @@ _RUNS: weakref.WeakKeyDictionary[Environment, LLMRun] = weakref.WeakKeyDictionar
 _installed: set[int] = set()
 
 CSV_REFRESH_S = 10.0
+SUMMARY_LOG_PREFIX = "locust-llm-summary: "
 
 
 class LLMError(Exception):
@@ -219,6 +220,9 @@ class LLMRun:
         outcome = make_report(prefix, config.report_dir or prefix, config.sla, config.prices, config.baseline,
                               config.gate)  # fmt: skip
         self.report_text = outcome.text
+        if config.summary_log and outcome.summary is not None:
+            line = json.dumps(outcome.summary, separators=(",", ":"), default=str)
+            self.report_text += f"\n{SUMMARY_LOG_PREFIX}{line}"
         if config.baseline or outcome.exit_code == 2:
             self.environment.process_exit_code = outcome.exit_code
 

@@ -89,31 +89,28 @@ class OpenAISdkUser(LLMUserMixin, User):
                     on_first_token = None
             result.end_ns = time.perf_counter_ns()
             if not result.token_ns:
-                result.outcome, result.error = Outcome.EMPTY, "empty stream: HTTP 200 but no generated tokens"
+                result.fail(Outcome.EMPTY, "empty stream: HTTP 200 but no generated tokens")
         except gevent.Timeout as exc:
             if exc is not deadline:
                 raise
-            _fail(result, Outcome.TIMEOUT, f"timeout: no complete answer within {self.config.request_timeout_s:g} s")
+            result.fail(Outcome.TIMEOUT, f"timeout: no complete answer within {self.config.request_timeout_s:g} s")
         except openai.APIStatusError as exc:
             result.http_status = exc.status_code
             body = redact(" ".join(str(exc.message).split()), secrets)[:300]
-            _fail(result, Outcome.for_http_status(exc.status_code), f"HTTP {exc.status_code}: {body}")
+            result.fail(Outcome.for_http_status(exc.status_code), f"HTTP {exc.status_code}: {body}")
             headers = exc.response.headers
             result.retry_after_s = retry_after_s(headers.get("retry-after-ms"), headers.get("retry-after"), time.time())
         except openai.APITimeoutError:
-            _fail(result, Outcome.TIMEOUT, "timeout: the server sent nothing for too long")
+            result.fail(Outcome.TIMEOUT, "timeout: the server sent nothing for too long")
         except openai.APIConnectionError as exc:
-            _fail(result, Outcome.CONNECTION, redact(f"connection error: {exc}", secrets))
+            result.fail(Outcome.CONNECTION, redact(f"connection error: {exc}", secrets))
         except (openai.APIError, ValueError) as exc:  # a malformed chunk the SDK could not decode
-            _fail(result, Outcome.MALFORMED, redact(f"malformed stream: {exc}", secrets)[:300])
+            result.fail(Outcome.MALFORMED, redact(f"malformed stream: {exc}", secrets)[:300])
         finally:
             deadline.close()
             if not result.end_ns:
                 result.end_ns = time.perf_counter_ns()
-        if not result.completion_tokens and result.token_ns:
-            result.completion_tokens, result.tokens_estimated = len(result.token_ns), True
-        if not result.prompt_tokens and result.token_ns:
-            result.prompt_tokens, result.tokens_estimated = estimate_prompt_tokens(messages), True
+        result.settle_tokens(estimate_prompt_tokens(messages))
         return result
 
     @staticmethod
@@ -128,8 +125,3 @@ class OpenAISdkUser(LLMUserMixin, User):
                 result.token_ns.append(now)
             if choice.finish_reason:
                 result.finish_reason = choice.finish_reason
-
-
-def _fail(result: RequestResult, outcome: Outcome, message: str) -> None:
-    if result.outcome is Outcome.OK:
-        result.outcome, result.error = outcome, message

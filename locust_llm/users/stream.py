@@ -65,34 +65,28 @@ def run_stream(
     except gevent.Timeout as exc:
         if exc is not deadline:
             raise
-        _fail(result, Outcome.TIMEOUT, f"timeout: no complete answer within {timeout_s:g} s{_progress(result)}")
+        result.fail(Outcome.TIMEOUT, f"timeout: no complete answer within {timeout_s:g} s{_progress(result)}")
     except TimeoutError:
-        _fail(result, Outcome.TIMEOUT, f"timeout: the server sent nothing for too long{_progress(result)}")
+        result.fail(Outcome.TIMEOUT, f"timeout: the server sent nothing for too long{_progress(result)}")
     except HTTPConnectionClosed:
         result.stale = not result.http_status
-        _fail(result, Outcome.CONNECTION, _closed(result))
+        result.fail(Outcome.CONNECTION, _closed(result))
     except HTTPParseError as exc:
         if "incomplete" in str(exc).lower():  # the peer closed the connection in the middle of the body
-            _fail(result, Outcome.CONNECTION, _closed(result))
+            result.fail(Outcome.CONNECTION, _closed(result))
         else:
-            _fail(result, Outcome.MALFORMED, redact(f"malformed HTTP response: {exc}", secrets))
+            result.fail(Outcome.MALFORMED, redact(f"malformed HTTP response: {exc}", secrets))
     except OSError as exc:
         result.stale = not result.http_status and exc.errno in _STALE_ERRNOS
-        _fail(result, Outcome.CONNECTION, redact(f"connection error: {_os_error(exc)}{_progress(result)}", secrets))
+        result.fail(Outcome.CONNECTION, redact(f"connection error: {_os_error(exc)}{_progress(result)}", secrets))
     finally:
         deadline.close()
         if not result.end_ns:
             result.end_ns = clock()
         if response is not None:
             response.release()
-    _finish_tokens(result, prompt_tokens_estimate)
+    result.settle_tokens(prompt_tokens_estimate)
     return result
-
-
-def _fail(result: RequestResult, outcome: Outcome, message: str) -> None:
-    if result.outcome is Outcome.OK:
-        result.outcome = outcome
-        result.error = message
 
 
 def _closed(result: RequestResult) -> str:
@@ -134,9 +128,9 @@ def _read_events(response: Any, result: RequestResult, clock: Clock, on_first_to
             return
         result.end_ns = clock()
     if not result.token_ns:
-        _fail(result, Outcome.EMPTY, "empty stream: HTTP 200 but no generated tokens")
+        result.fail(Outcome.EMPTY, "empty stream: HTTP 200 but no generated tokens")
     elif not done:
-        _fail(result, Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{_progress(result)}")
+        result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{_progress(result)}")
 
 
 def _on_event(event: SSEEvent, now_ns: int, result: RequestResult) -> bool:
@@ -144,7 +138,7 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult) -> bool:
     try:
         chunk = parse_chunk(event.data)
     except MalformedChunk as exc:
-        _fail(result, Outcome.MALFORMED, f"malformed stream: {exc}{_progress(result)}")
+        result.fail(Outcome.MALFORMED, f"malformed stream: {exc}{_progress(result)}")
         return False
     if chunk.has_token:
         result.token_ns.append(now_ns)
@@ -152,7 +146,7 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult) -> bool:
         result.end_ns = now_ns
         return True
     if chunk.error is not None:
-        _fail(result, Outcome.STREAM_ERROR, f"error in stream: {chunk.error}{_progress(result)}")
+        result.fail(Outcome.STREAM_ERROR, f"error in stream: {chunk.error}{_progress(result)}")
     if chunk.finish_reason is not None:
         result.finish_reason = chunk.finish_reason
     if chunk.completion_tokens is not None:
@@ -160,16 +154,6 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult) -> bool:
     if chunk.prompt_tokens is not None:
         result.prompt_tokens = chunk.prompt_tokens
     return False
-
-
-def _finish_tokens(result: RequestResult, prompt_tokens_estimate: int) -> None:
-    """Usage from the final chunk when sent; otherwise chunks counted as tokens, marked estimated."""
-    if not result.completion_tokens and result.token_ns:
-        result.completion_tokens = len(result.token_ns)
-        result.tokens_estimated = True
-    if not result.prompt_tokens and result.token_ns:
-        result.prompt_tokens = prompt_tokens_estimate
-        result.tokens_estimated = True
 
 
 def _header(response: Any, name: str) -> str:
@@ -197,7 +181,7 @@ def _read_http_error(response: Any, result: RequestResult, secrets: Sequence[str
         raw = response.read(8192)
     except (OSError, HTTPParseError):
         raw = b""
-    _fail(result, Outcome.for_http_status(status), f"HTTP {status} {reason}: {_preview(raw, secrets)}".strip())
+    result.fail(Outcome.for_http_status(status), f"HTTP {status} {reason}: {_preview(raw, secrets)}".strip())
     result.retry_after_s = retry_after_s(
         _header(response, "retry-after-ms"), _header(response, "retry-after"), time.time()
     )
@@ -206,8 +190,7 @@ def _read_http_error(response: Any, result: RequestResult, secrets: Sequence[str
 def _read_not_sse(response: Any, result: RequestResult, secrets: Sequence[str]) -> None:
     content_type = _header(response, "content-type")
     raw = response.read(8192)
-    _fail(
-        result,
+    result.fail(
         Outcome.NOT_SSE,
         f"not an SSE stream: HTTP 200 with Content-Type {content_type!r}: {_preview(raw, secrets)}",
     )

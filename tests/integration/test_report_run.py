@@ -50,7 +50,9 @@ def test_baseline_gate_sets_the_exit_code(baseline, tmp_path):
 
 def test_bad_baseline_exits_2(tmp_path):
     (tmp_path / "bad.json").write_text("{")
-    proc = run_locust(*SHORT, "--csv", str(tmp_path / "run"), "--baseline", str(tmp_path / "bad.json"), cwd=tmp_path)
+    one_step = ("--headless", "--steps", "2", "--step-duration", "3s", "--warmup", "1s", "--max-tokens", "8")
+    proc = run_locust(*one_step, "--csv", str(tmp_path / "run"), "--baseline", str(tmp_path / "bad.json"),
+                      cwd=tmp_path)  # fmt: skip
     assert proc.returncode == 2 and "is not valid JSON" in proc.stdout
     assert Path(tmp_path / "run_llm_steps.csv").exists()  # what was measured is kept
 

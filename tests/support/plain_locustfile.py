@@ -12,7 +12,7 @@ class Plain(FastHttpUser):
 
 
 class Steps(LoadTestShape):
-    steps = ((2, 25), (6, 50))
+    steps = ((2, 12), (6, 24))
 
     def tick(self):
         t = self.get_run_time()
