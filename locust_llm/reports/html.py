@@ -45,6 +45,10 @@ TABLE_COLUMNS = (
     ("output_tok_s", "out tok/s"),
     ("goodput_req_s", "goodput req/s"),
     ("cost_usd", "cost $"),
+    ("retries", "retries"),
+    ("fallbacks", "fell back"),
+    ("hedges", "hedges"),
+    ("reconnects", "reconnects"),
     ("generator_cpu_max_pct", "gen CPU %"),
     ("valid", "valid"),
 )
