@@ -363,13 +363,6 @@ def parse_percent(text: str, flag: str) -> float:
     return value
 
 
-def parse_positive_int(text: str, flag: str) -> int:
-    raw = str(text).strip()
-    if not re.fullmatch(r"\d+", raw) or int(raw) < 1:
-        raise ConfigError(f"{flag} must be an integer >= 1, got {text!r}")
-    return int(raw)
-
-
 @dataclass(frozen=True)
 class RunConfig:
     """Everything a locust-llm run needs, parsed and validated once."""

@@ -122,9 +122,6 @@ class Stream:
     def role_chunk(self) -> bytes:
         return self._chunk({"role": "assistant", "content": ""}, None)
 
-    def content_chunk(self, text: str) -> bytes:
-        return self.head + orjson.dumps(text) + self.tail
-
     def usage(self) -> dict[str, int]:
         n = self.output_tokens
         return {"prompt_tokens": self.prompt_tokens, "completion_tokens": n, "total_tokens": self.prompt_tokens + n}
