@@ -29,16 +29,16 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "ChatStreamUser": "locust_llm.users.chat",
-    "ConfigError": "locust_llm.options",
+    "ConfigError": "locust_llm.parsers",
     "Histogram": "locust_llm.histogram",
     "OpenAISdkUser": "locust_llm.users.sdk",
     "RequestResult": "locust_llm.metrics",
-    "RunConfig": "locust_llm.options",
+    "RunConfig": "locust_llm.config",
     "SSEDecoder": "locust_llm.sse",
     "StepPlan": "locust_llm.shapes.plan",
     "StepShape": "locust_llm.shapes.step_shape",
     "install": "locust_llm.plugin",
-    "llm_run": "locust_llm.plugin",
+    "llm_run": "locust_llm.run",
     "parse_chunk": "locust_llm.sse",
 }
 

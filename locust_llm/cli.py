@@ -1,66 +1,90 @@
-"""``locust-llm``: the tools around a run — ``report``, ``compare`` and ``sim``.
+"""locust-llm: the tools around a run: report, compare, sim and flags.
 
-Runs themselves use ``locust -f locustfile.py``. Exit codes of ``report`` and ``compare``: 0 fine, 1 regression
-(with a baseline), 2 bad input (with a one-line error).
+Runs themselves use 'locust -f locustfile.py'. Exit codes of report and compare: 0 fine, 1 regression (with a
+baseline), 2 bad input (with a one-line error).
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import textwrap
 
 from locust_llm import __version__
-from locust_llm.options import GATE_FLAGS, REPORT_FLAGS, ConfigError, Flag, prices_from, sla_from, thresholds_from
+from locust_llm.config import prices_from, sla_from, thresholds_from
+from locust_llm.options import FLAGS, GATE_FLAGS, GROUPS, REPORT_FLAGS, add_arguments, parse_flags
+from locust_llm.parsers import ConfigError
 from locust_llm.sim import cli as sim_cli
 
-__all__ = ["main"]
+__all__ = ["format_flags", "main"]
 
 
-def _add_flags(parser: argparse.ArgumentParser, flags: tuple[Flag, ...]) -> None:
-    for flag in flags:
-        default = f" (default: {flag.default})" if flag.default else ""
-        parser.add_argument(flag.name, dest=flag.dest, default=flag.default, help=flag.help + default)
+def _plain(doc: str | None) -> str:
+    """A docstring for a terminal: without reST's double backquotes."""
+    return (doc or "").replace("``", "")
 
 
-def _raw(args: argparse.Namespace) -> dict[str, str]:
-    return {k: v for k, v in vars(args).items() if isinstance(v, str)}
+def _fail(command: str, message: object) -> int:
+    print(f"locust-llm {command}: error: {message}", file=sys.stderr)
+    return 2
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from locust_llm.reports.files import ReportInputError
+    from locust_llm.reports.load import load_run
     from locust_llm.reports.make import make_report
 
-    raw = _raw(args)
     try:
-        sla, prices, thresholds = sla_from(raw), prices_from(raw), thresholds_from(raw)
-    except ConfigError as exc:
-        print(f"locust-llm report: error: {exc}", file=sys.stderr)
-        return 2
-    outcome = make_report(args.prefix, args.out or args.prefix, sla, prices, args.baseline, thresholds)
-    stream = sys.stderr if outcome.exit_code == 2 and outcome.summary is None else sys.stdout
-    text = outcome.text
-    if outcome.exit_code == 2:
-        text = text.replace("error: ", "locust-llm report: error: ", 1) if outcome.summary is None else text
-    print(text, file=stream)
+        values = parse_flags(args, REPORT_FLAGS + GATE_FLAGS)
+        run = load_run(args.prefix)
+        outcome = make_report(run, args.out or args.prefix, sla_from(values), prices_from(values), args.baseline,
+                              thresholds_from(values))  # fmt: skip
+    except (ConfigError, ReportInputError) as exc:
+        return _fail("report", exc)
+    print(outcome.text)
     return outcome.exit_code
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from locust_llm.reports.compare import GateInputError
-    from locust_llm.reports.make import gate, load_summary
+    from locust_llm.reports.make import gate, read_summary
 
     try:
-        thresholds = thresholds_from(_raw(args))
-        outcome = gate(load_summary(args.baseline, "the baseline"), load_summary(args.current, "the current run"),
+        thresholds = thresholds_from(parse_flags(args, GATE_FLAGS))
+        outcome = gate(read_summary(args.baseline, "the baseline"), read_summary(args.current, "the current run"),
                        thresholds)  # fmt: skip
     except (GateInputError, ConfigError) as exc:
-        print(f"locust-llm compare: error: {exc}", file=sys.stderr)
-        return 2
+        return _fail("compare", exc)
     print(outcome.text)
     return outcome.exit_code
 
 
+def format_flags(width: int = 100) -> str:
+    """Every flag of a run and of the simulator: name, env var, default and help, grouped as in README."""
+    lines = ["locust-llm flags: every flag of 'locust -f locustfile.py ...' (and of 'locust-llm sim'), its env var "
+             "and its default. An empty value means the default.", ""]  # fmt: skip
+    groups = [(GROUPS[key], [f for f in FLAGS if f.group == key]) for key in GROUPS]
+    groups.append(("Simulator ('locust-llm sim', or through --sim-args)", list(sim_cli.SIM_FLAGS)))
+    for title, flags in groups:
+        if not flags:
+            continue
+        lines.append(title)
+        for flag in flags:
+            env = flag.env_var or "-"
+            default = "on/off switch" if flag.switch else (flag.default or "-")
+            lines.append(f"  {flag.name}  [env {env}]  (default: {default})")
+            lines += textwrap.wrap(flag.help, width, initial_indent="      ", subsequent_indent="      ")
+        lines.append("")
+    return "\n".join(lines).rstrip()
+
+
+def cmd_flags(args: argparse.Namespace) -> int:
+    print(format_flags())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="locust-llm", description=__doc__,
+    parser = argparse.ArgumentParser(prog="locust-llm", description=_plain(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
     parser.add_argument("--version", action="version", version=f"locust-llm {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -71,18 +95,26 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("prefix", help="The run's --csv prefix (e.g. runs/demo), or a path to its _llm_steps.csv.")
     report.add_argument("--out", default=None, help="Directory for report.html and summary.json (default: PREFIX).")
     report.add_argument("--baseline", default=None, help="Compare with this summary.json; exit 1 on regression.")
-    _add_flags(report, REPORT_FLAGS + GATE_FLAGS)
+    add_arguments(report, REPORT_FLAGS + GATE_FLAGS, "SLA, prices and gate")
     report.set_defaults(func=cmd_report)
 
     compare = sub.add_parser("compare", help="Regression gate between two summary.json files (exit 1 on regression).")
     compare.add_argument("baseline", help="The baseline summary.json.")
     compare.add_argument("current", help="The summary.json of the run to judge.")
-    _add_flags(compare, GATE_FLAGS)
+    add_arguments(compare, GATE_FLAGS, "gate thresholds")
     compare.set_defaults(func=cmd_compare)
 
-    sim = sub.add_parser("sim", help="Run the simulated OpenAI-compatible LLM server.", description=sim_cli.__doc__)
+    sim = sub.add_parser(
+        "sim",
+        help="Run the simulated OpenAI-compatible LLM server.",
+        description=_plain(sim_cli.__doc__),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     sim_cli.add_arguments(sim)
     sim.set_defaults(func=sim_cli.run)
+
+    flags = sub.add_parser("flags", help="List every flag of a run, its env var and its default.")
+    flags.set_defaults(func=cmd_flags)
     return parser
 
 

@@ -94,7 +94,6 @@ class RequestResult:
     tokens_estimated: bool = False
     finish_reason: str | None = None
     retry_after_s: float | None = None
-    good: bool = False  # meets the run's SLA (see locust_llm.sla); set when the result is recorded
     stale: bool = False  # failed before any response byte, as a reused keep-alive connection the server closed does
     started_ns: int = 0  # when the attempt began, before a reconnect if there was one (0: at sent_ns)
 

@@ -10,6 +10,7 @@ stream) within ``itl_p99_ms``. With no limit given, every successful request is 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from math import ceil
 from typing import Any
@@ -48,7 +49,7 @@ class Sla:
                 return False
         return True
 
-    def failures(self, step: dict[str, Any]) -> list[str]:
+    def failures(self, step: Mapping[str, Any]) -> list[str]:
         """The limits a per-step row (``ttft_p99_ms``, ..., ``requests``, ``errors``) breaks, as readable text."""
         out = []
         for key, column, label in (
@@ -71,7 +72,7 @@ class Sla:
         return out
 
 
-def error_rate(step: dict[str, Any]) -> float:
+def error_rate(step: Mapping[str, Any]) -> float:
     requests = step.get("requests") or 0
     return (step.get("errors") or 0) / requests if requests else 0.0
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["ChatChunk", "MalformedChunk", "SSEDecoder", "SSEEvent", "parse_chunk"]
+__all__ = ["TOKEN_FIELDS", "ChatChunk", "MalformedChunk", "SSEDecoder", "SSEEvent", "error_message", "parse_chunk"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,7 +135,8 @@ class ChatChunk:
 _DONE = ChatChunk(done=True)
 _EMPTY = ChatChunk()
 _TOKEN = ChatChunk(has_token=True)
-_TOKEN_FIELDS = ("content", "reasoning_content", "reasoning", "tool_calls")
+TOKEN_FIELDS = ("content", "reasoning_content", "reasoning", "tool_calls")
+"""Delta fields that carry generated tokens."""
 
 
 def parse_chunk(data: bytes) -> ChatChunk:
@@ -153,7 +154,7 @@ def parse_chunk(data: bytes) -> ChatChunk:
     if not isinstance(obj, dict):
         raise MalformedChunk(f"stream chunk is not a JSON object: {_preview(data)}")
     if obj.get("error"):
-        return ChatChunk(error=_error_message(obj["error"]))
+        return ChatChunk(error=error_message(obj["error"]))
     choices = obj.get("choices")
     usage = obj.get("usage")
     if choices is None and usage is None:
@@ -188,7 +189,7 @@ def _scan_choices(choices: Any, data: bytes) -> tuple[bool, str | None]:
         if not isinstance(choice, dict):
             raise MalformedChunk(f"a choice is not an object: {_preview(data)}")
         delta = choice.get("delta") or {}
-        if isinstance(delta, dict) and any(delta.get(field) for field in _TOKEN_FIELDS):
+        if isinstance(delta, dict) and any(delta.get(field) for field in TOKEN_FIELDS):
             has_token = True
         if choice.get("finish_reason"):
             finish_reason = str(choice["finish_reason"])
@@ -196,10 +197,11 @@ def _scan_choices(choices: Any, data: bytes) -> tuple[bool, str | None]:
 
 
 def _other_token(delta: dict[str, Any]) -> bool:
-    return any(delta.get(field) for field in _TOKEN_FIELDS[1:])
+    return any(delta.get(field) for field in TOKEN_FIELDS[1:])
 
 
-def _error_message(error: Any) -> str:
+def error_message(error: Any) -> str:
+    """The text of an error object sent by a server: its message, with its code when it has one."""
     if isinstance(error, dict):
         message = error.get("message") or error.get("type") or error
         code = error.get("code")

@@ -9,9 +9,8 @@ Roles (one :class:`Collector` per process):
 - **worker**: stamps each step change with its own clock when the message arrives, files its samples, ships them.
 
 Health per step: every process samples its own CPU once a second and keeps the maximum per step; the master
-counts workers and notices one that goes missing. A step is marked invalid (never silently analysed) when a
-generator's CPU went over ``--max-generator-cpu``, a worker was lost during it, or the scheduling lag p99 went over
-``--max-sched-lag``.
+counts workers and notices one that goes missing. The rules that make a step invalid are in
+:mod:`locust_llm.collect.health`.
 """
 
 from __future__ import annotations
@@ -19,42 +18,25 @@ from __future__ import annotations
 import logging
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import Any
 
 import gevent
 import psutil
 
-from locust_llm.collect.rows import StepWindow, step_rows
-from locust_llm.collect.stats import STEADY, StatsTable
+from locust_llm.collect.health import StepHealth, invalid_reasons
+from locust_llm.collect.rows import StepRow, StepWindow, WorkerRow, step_rows
+from locust_llm.collect.stats import StatsTable
 from locust_llm.collect.timeline import Timeline
 from locust_llm.metrics import RequestResult
+from locust_llm.sla import Prices
 
-__all__ = ["Collector", "StepHealth"]
+__all__ = ["Collector"]
 
 logger = logging.getLogger("locust_llm")
 
 STEP_MESSAGE = "locust_llm_step"
 END_MESSAGE = "locust_llm_end"
 REPORT_KEY = "locust_llm"
-
-
-@dataclass
-class StepHealth:
-    """What the generators looked like during one step (master or local view)."""
-
-    cpu_max_pct: dict[str, float] = field(default_factory=dict)  # process name -> max CPU % seen
-    workers_min: int | None = None
-    workers_max: int | None = None
-    lost: list[str] = field(default_factory=list)
-
-    def add_cpu(self, name: str, pct: float) -> None:
-        if pct > self.cpu_max_pct.get(name, -1.0):
-            self.cpu_max_pct[name] = pct
-
-    def add_workers(self, n: int) -> None:
-        self.workers_min = n if self.workers_min is None else min(self.workers_min, n)
-        self.workers_max = n if self.workers_max is None else max(self.workers_max, n)
 
 
 class CpuSampler:
@@ -115,9 +97,9 @@ class Collector:
 
     # -- recording ---------------------------------------------------------------------------------------------
 
-    def record(self, result: RequestResult) -> None:
+    def record(self, result: RequestResult, good: bool = False) -> None:
         if not self.closed:
-            self.table.add(result, self.timeline.locate)
+            self.table.add(result, self.timeline.locate, good)
 
     def count(self, name: str, model: str, n: int, at_ns: int) -> None:
         if not self.closed:
@@ -237,7 +219,7 @@ class Collector:
             until = marks[i + 1].began_ns if i + 1 < len(marks) else end_ns
             start = mark.began_ns + mark.warmup_ns
             health = self.health.get(mark.step, StepHealth())
-            reasons = self._invalid_reasons(mark.step, health, table, max_cpu_pct, max_lag_ms)
+            reasons = invalid_reasons(mark.step, health, table, max_cpu_pct, max_lag_ms)
             out.append(
                 StepWindow(
                     step=mark.step,
@@ -245,36 +227,19 @@ class Collector:
                     start_s=(start - self.began_ns) / 1e9,
                     duration_s=max(0.0, (until - start) / 1e9),
                     warmup_s=mark.warmup_ns / 1e9,
-                    cpu_max_pct=round(max(health.cpu_max_pct.values()), 1) if health.cpu_max_pct else None,
+                    cpu_max_pct=health.cpu_max,
                     workers=health.workers_min if self.role == "master" else None,
                     invalid_reasons=tuple(reasons),
                 )
             )
         return out
 
-    @staticmethod
-    def _invalid_reasons(
-        step: int, health: StepHealth, table: StatsTable, max_cpu_pct: float, max_lag_ms: float
-    ) -> list[str]:
-        reasons = []
-        for name, pct in sorted(health.cpu_max_pct.items()):
-            if pct > max_cpu_pct:
-                reasons.append(f"generator saturated: {name} CPU {pct:.0f}% > {max_cpu_pct:g}%")
-        reasons += [f"worker lost during the step: {name}" for name in health.lost]
-        for key, stats in table:
-            lag = stats.hist["lag"]
-            if key.step == step and key.phase == STEADY and lag.count:
-                p99_ms = lag.quantile(0.99) / 1e6
-                if p99_ms > max_lag_ms:
-                    reasons.append(f"scheduling lag p99 {p99_ms:.1f} ms > {max_lag_ms:g} ms ({key.model})")
-        return reasons
+    def rows(self, max_cpu_pct: float, max_lag_ms: float, prices: Prices | None = None) -> list[StepRow]:
+        return step_rows(self.results(), self.windows(max_cpu_pct, max_lag_ms), prices)
 
-    def rows(self, max_cpu_pct: float, max_lag_ms: float, prices: tuple[float | None, float | None] = (None, None)):
-        return step_rows(self.results(), self.windows(max_cpu_pct, max_lag_ms), *prices)
-
-    def worker_rows(self) -> list[dict[str, Any]]:
+    def worker_rows(self) -> list[WorkerRow]:
         """Per worker, step and phase: requests, ok and tokens (the master's breakdown of what it merged)."""
-        rows = []
+        rows: list[WorkerRow] = []
         for worker, table in sorted(self.by_worker.items()):
             for key, stats in table:
                 c = stats.counts
@@ -288,7 +253,7 @@ class Collector:
                         "requests": c["requests"],
                         "ok": c["ok"],
                         "completion_tokens": c["completion_tokens"],
-                        "cpu_max_pct": "" if cpu is None else round(cpu, 1),
+                        "cpu_max_pct": None if cpu is None else round(cpu, 1),
                     }
                 )
         return rows

@@ -11,65 +11,104 @@ For each step's steady window ``[began + warmup, next step began (or the end of 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypedDict, cast, get_type_hints
 
 from locust_llm.collect.stats import STEADY, StatsTable, StepStats
+from locust_llm.sla import Prices
 
-__all__ = ["COLUMNS", "WORKER_COLUMNS", "StepWindow", "format_table", "step_rows"]
+__all__ = ["COLUMNS", "WORKER_COLUMNS", "StepRow", "StepWindow", "WorkerRow", "column_types", "format_table",
+           "step_rows", "value"]  # fmt: skip
 
-COLUMNS = (
-    "step",
-    "users",
-    "model",
-    "start_s",
-    "duration_s",
-    "requests",
-    "ok",
-    "errors",
-    "status_429",
-    "status_5xx",
-    "status_4xx_other",
-    "timeouts",
-    "conn_errors",
-    "protocol_errors",
-    "prompt_tokens",
-    "completion_tokens",
-    "req_s",
-    "output_tok_s",
-    "ttft_p50_ms",
-    "ttft_p90_ms",
-    "ttft_p99_ms",
-    "itl_p50_ms",
-    "itl_p90_ms",
-    "itl_p99_ms",
-    "e2e_p50_ms",
-    "e2e_p99_ms",
-    "tpot_p50_ms",
-    "goodput_req_s",
-    "cost_usd",
-    "generator_cpu_max_pct",
-    "warmup_s",
-    "ttft_lag_p99_ms",
-    "sched_lag_p99_ms",
-    "tokens_estimated",
-    "workers",
-    "valid",
-    "invalid_reasons",
-    "client_requests",
-    "client_ok",
-    "client_e2e_p50_ms",
-    "client_e2e_p99_ms",
-    "retries",
-    "retry_wait_s",
-    "fallbacks",
-    "reconnects",
-    "hedges",
-    "hedge_wins",
-)
 
-WORKER_COLUMNS = ("step", "phase", "model", "worker", "requests", "ok", "completion_tokens", "cpu_max_pct")
-"""``{csv_prefix}_llm_workers.csv`` (distributed runs): what each worker contributed to each step and phase."""
+class StepRow(TypedDict):
+    """One row of ``{csv_prefix}_llm_steps.csv``: a step's steady window for one model (README lists each column).
+
+    ``None`` is an empty cell: a percentile with no sample, a cost without prices, a figure a single process has
+    not (``workers``)."""
+
+    step: int
+    users: int
+    model: str
+    start_s: float
+    duration_s: float
+    requests: int
+    ok: int
+    errors: int
+    status_429: int
+    status_5xx: int
+    status_4xx_other: int
+    timeouts: int
+    conn_errors: int
+    protocol_errors: int
+    prompt_tokens: int
+    completion_tokens: int
+    req_s: float
+    output_tok_s: float
+    ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p99_ms: float | None
+    e2e_p50_ms: float | None
+    e2e_p99_ms: float | None
+    tpot_p50_ms: float | None
+    goodput_req_s: float
+    cost_usd: float | None
+    generator_cpu_max_pct: float | None
+    warmup_s: float
+    ttft_lag_p99_ms: float | None
+    sched_lag_p99_ms: float | None
+    tokens_estimated: bool
+    workers: int | None
+    valid: bool
+    invalid_reasons: str
+    client_requests: int
+    client_ok: int
+    client_e2e_p50_ms: float | None
+    client_e2e_p99_ms: float | None
+    retries: int
+    retry_wait_s: float
+    fallbacks: int
+    reconnects: int
+    hedges: int
+    hedge_wins: int
+
+
+COLUMNS: tuple[str, ...] = tuple(StepRow.__annotations__)
+"""The per-step CSV's columns, in order: the fields of :class:`StepRow`."""
+
+
+class WorkerRow(TypedDict):
+    """One row of ``{csv_prefix}_llm_workers.csv`` (distributed runs): what a worker contributed to a step's phase."""
+
+    step: int
+    phase: str
+    model: str
+    worker: str
+    requests: int
+    ok: int
+    completion_tokens: int
+    cpu_max_pct: float | None
+
+
+WORKER_COLUMNS: tuple[str, ...] = tuple(WorkerRow.__annotations__)
+
+
+def value(row: StepRow, column: str) -> Any:
+    """``row[column]`` for a column named at run time (``f"{metric}_p99_ms"``); ``None`` when absent."""
+    return cast(Mapping[str, Any], row).get(column)
+
+
+def column_types() -> dict[str, type]:
+    """The Python type of each :class:`StepRow` column (``int``, ``float``, ``bool`` or ``str``), ``None`` aside."""
+    out: dict[str, type] = {}
+    for name, hint in get_type_hints(StepRow).items():
+        args = [a for a in getattr(hint, "__args__", (hint,)) if a is not type(None)]
+        out[name] = args[0]
+    return out
 
 
 @dataclass(frozen=True)
@@ -95,22 +134,11 @@ def _rate(n: int, duration_s: float) -> float:
     return round(n / duration_s, 4) if duration_s > 0 else 0.0
 
 
-def step_row(
-    window: StepWindow,
-    model: str,
-    stats: StepStats,
-    price_in_usd_per_mtok: float | None = None,
-    price_out_usd_per_mtok: float | None = None,
-) -> dict[str, Any]:
+def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | None = None) -> StepRow:
+    """The row of ``model`` in ``window`` (formulas in the module docstring)."""
     c = stats.counts
     d = window.duration_s
-    cost = None
-    if price_in_usd_per_mtok is not None or price_out_usd_per_mtok is not None:
-        cost = round(
-            c["prompt_tokens"] * (price_in_usd_per_mtok or 0.0) / 1e6
-            + c["completion_tokens"] * (price_out_usd_per_mtok or 0.0) / 1e6,
-            6,
-        )
+    cost = round(prices.cost_usd(c["prompt_tokens"], c["completion_tokens"]), 6) if prices and prices.given else None
     return {
         "step": window.step,
         "users": window.users,
@@ -162,19 +190,14 @@ def step_row(
     }
 
 
-def step_rows(
-    table: StatsTable,
-    windows: list[StepWindow],
-    price_in_usd_per_mtok: float | None = None,
-    price_out_usd_per_mtok: float | None = None,
-) -> list[dict[str, Any]]:
+def step_rows(table: StatsTable, windows: list[StepWindow], prices: Prices | None = None) -> list[StepRow]:
     """One row per (step, model) with steady-state samples, in step order; models sorted by name."""
     by_step = {w.step: w for w in windows}
     rows = []
     for key, stats in table:
         if key.phase != STEADY or key.step not in by_step or stats.empty:
             continue
-        rows.append(step_row(by_step[key.step], key.model, stats, price_in_usd_per_mtok, price_out_usd_per_mtok))
+        rows.append(step_row(by_step[key.step], key.model, stats, prices))
     return rows
 
 
@@ -193,7 +216,7 @@ _TABLE = (
 )
 
 
-def format_table(rows: list[dict[str, Any]]) -> str:
+def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Fixed-width text table of the main columns; ``-`` where a value is missing."""
     header = [title for _, title, _ in _TABLE]
     body = [

@@ -110,8 +110,9 @@ class StatsTable:
         step, phase = locate(t_ns)
         return self.get(StatsKey(step, model, phase))
 
-    def add(self, result: RequestResult, locate: Locate) -> None:
-        """File every measurement of ``result`` under the step it was observed in (see module docstring)."""
+    def add(self, result: RequestResult, locate: Locate, good: bool = False) -> None:
+        """File every measurement of ``result`` under the step it was observed in (see module docstring); ``good``:
+        it met the run's SLA per request (counted towards goodput)."""
         model = result.model
         self._at(locate, model, result.sent_ns).hist["lag"].record(result.lag_ns)
         tokens = result.token_ns
@@ -124,7 +125,7 @@ class StatsTable:
         end = self._at(locate, model, result.end_ns)
         counts = end.counts
         counts["requests"] += 1
-        counts["good"] += result.good
+        counts["good"] += good
         counts[result.outcome.status_class.value] += 1
         counts["prompt_tokens"] += result.prompt_tokens
         counts["completion_tokens"] += result.completion_tokens

@@ -27,9 +27,11 @@ Every method works on the per-step rows (dicts with the ``_llm_steps.csv`` colum
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from locust_llm.collect.rows import StepRow, value
 from locust_llm.reports.knee import Knee, latency_knee
 from locust_llm.sla import Prices, Sla
 
@@ -69,10 +71,10 @@ def _knee_dict(knee: Knee) -> dict[str, Any]:
     return {"users": knee.users, "bracket": list(knee.bracket) if knee.bracket else None, "note": knee.reason}
 
 
-def throughput_saturation(steps: list[dict[str, Any]], fraction: float = SATURATION_FRACTION) -> tuple[int | None, str]:
+def throughput_saturation(steps: Sequence[StepRow], fraction: float = SATURATION_FRACTION) -> tuple[int | None, str]:
     """``u_{i-1}`` for the first step whose marginal gain per user is below ``fraction`` of the low-load gain."""
     key = "output_tok_s" if all(s.get("output_tok_s") is not None for s in steps) else "req_s"
-    points: list[tuple[int, float]] = [(s["users"], float(s[key])) for s in steps if s.get(key) is not None]
+    points: list[tuple[int, float]] = [(s["users"], float(value(s, key))) for s in steps if value(s, key) is not None]
     if len(points) < 2 or points[0][0] <= 0 or not points[0][1]:
         return None, "needs at least 2 steps with throughput"
     g0 = points[0][1] / points[0][0]
@@ -87,7 +89,7 @@ def throughput_saturation(steps: list[dict[str, Any]], fraction: float = SATURAT
     return None, "throughput still grows at the last step"
 
 
-def sla_capacity(steps: list[dict[str, Any]], sla: Sla) -> tuple[int | None, float | None, str]:
+def sla_capacity(steps: Sequence[StepRow], sla: Sla) -> tuple[int | None, float | None, str]:
     if not sla.given:
         return None, None, "no SLA given"
     last_ok = None
@@ -102,14 +104,14 @@ def sla_capacity(steps: list[dict[str, Any]], sla: Sla) -> tuple[int | None, flo
     return last_ok["users"], None, "every step meets the SLA"
 
 
-def _interpolate(a: dict[str, Any], b: dict[str, Any], sla: Sla) -> float:
+def _interpolate(a: StepRow, b: StepRow, sla: Sla) -> float:
     estimates = []
     for column, limit in (
         ("ttft_p99_ms", sla.ttft_p99_ms),
         ("itl_p99_ms", sla.itl_p99_ms),
         ("e2e_p99_ms", sla.e2e_p99_ms),
     ):
-        va, vb = a.get(column), b.get(column)
+        va, vb = value(a, column), value(b, column)
         if limit is None or va is None or vb is None or vb <= limit:
             continue
         estimates.append(a["users"] + (b["users"] - a["users"]) * (limit - va) / (vb - va) if vb != va else a["users"])
@@ -118,9 +120,9 @@ def _interpolate(a: dict[str, Any], b: dict[str, Any], sla: Sla) -> float:
     return round(max(float(a["users"]), min(estimates)), 1)
 
 
-def _share_below(step: dict[str, Any], prefix: str, limit: float) -> float:
+def _share_below(step: StepRow, prefix: str, limit: float) -> float:
     """P(metric <= limit), interpolated between the step's p50, p90 and p99 (see the module docstring)."""
-    points = [(q, step.get(f"{prefix}_p{int(q * 100)}_ms")) for q in (0.5, 0.9, 0.99)]
+    points = [(q, value(step, f"{prefix}_p{int(q * 100)}_ms")) for q in (0.5, 0.9, 0.99)]
     known = [(q, v) for q, v in points if v is not None]
     if not known:
         return 0.0
@@ -135,7 +137,7 @@ def _share_below(step: dict[str, Any], prefix: str, limit: float) -> float:
     return 1.0
 
 
-def goodput(steps: list[dict[str, Any]], sla: Sla, exact: bool) -> list[dict[str, Any]]:
+def goodput(steps: Sequence[StepRow], sla: Sla, exact: bool) -> list[dict[str, Any]]:
     out = []
     for step in steps:
         if exact or not sla.given:
@@ -151,7 +153,7 @@ def goodput(steps: list[dict[str, Any]], sla: Sla, exact: bool) -> list[dict[str
     return out
 
 
-def provider_cap(steps: list[dict[str, Any]], share: float = CAP_SHARE) -> tuple[int | None, float | None]:
+def provider_cap(steps: Sequence[StepRow], share: float = CAP_SHARE) -> tuple[int | None, float | None]:
     for step in steps:
         requests = step.get("requests") or 0
         n429 = step.get("status_429")
@@ -160,7 +162,7 @@ def provider_cap(steps: list[dict[str, Any]], share: float = CAP_SHARE) -> tuple
     return None, None
 
 
-def cost(steps: list[dict[str, Any]], prices: Prices) -> dict[str, Any]:
+def cost(steps: Sequence[StepRow], prices: Prices) -> dict[str, Any]:
     if not prices.given:
         return {}
     per_step = []
@@ -181,7 +183,7 @@ def cost(steps: list[dict[str, Any]], prices: Prices) -> dict[str, Any]:
 
 def analyze(
     model: str,
-    steps: list[dict[str, Any]],
+    steps: Sequence[StepRow],
     sla: Sla | None = None,
     prices: Prices | None = None,
     *,
@@ -195,7 +197,7 @@ def analyze(
     steps = sorted(steps, key=lambda s: s["users"])
     users = [s["users"] for s in steps]
     knees = {
-        metric: latency_knee(users, [s.get(f"{metric}_p99_ms") for s in steps]) for metric in ("ttft", "itl", "e2e")
+        metric: latency_knee(users, [value(s, f"{metric}_p99_ms") for s in steps]) for metric in ("ttft", "itl", "e2e")
     }
     sat_users, sat_note = throughput_saturation(steps, saturation_fraction)
     sla_users, sla_interp, sla_note = sla_capacity(steps, sla)

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.summary import console_summary
 
 __all__ = ["render_html", "write_html"]
@@ -248,7 +249,4 @@ def render_html(summary: dict[str, Any], timeline: list[dict[str, Any]] | None =
 
 
 def write_html(summary: dict[str, Any], timeline: list[dict[str, Any]] | None, path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".html.tmp")
-    tmp.write_text(render_html(summary, timeline), encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, render_html(summary, timeline))

@@ -1,52 +1,30 @@
-"""Reading a run back: ``{prefix}_llm_steps.csv`` (exact), or plain Locust CSVs (approximate). Pure file parsing.
+"""Reading a run back: ``{prefix}_llm_steps.csv`` (exact) and ``{prefix}_llm_run.json``, or plain Locust CSVs
+(approximate, see :mod:`locust_llm.reports.history`). Pure file parsing.
 
-Plain Locust CSVs (any locustfile, run with ``--csv PREFIX --csv-full-history``) have no per-step file; steps are
-recovered from ``PREFIX_stats_history.csv``:
-
-1. rows are grouped by their ``User Count``; a run of equal counts lasting at least ``MIN_STEP_S`` is a step
-   (shorter ones are ramps);
-2. the first ``max(15 s, 30 %)`` of each step is skipped (Locust's "current" percentiles cover the last ~10 s and
-   the queue needs time to settle), keeping at least the last 30 %;
-3. latencies: the median, over the kept seconds, of the "current" ``50%``/``90%``/``99%`` columns of the
-   ``TTFT``, ``ITL`` and ``E2E`` rows (locust-llm's events) or, for any other locustfile, of the ``Aggregated``
-   row read as E2E; counts and rates: differences of the ``Total Request Count``/``Total Failure Count``
-   columns; output tokens from ``E2E``'s average content size (locust-llm reports completion tokens there).
-
-Such results are marked ``approximate``: Locust rounds times (10 ms buckets from 100 ms to 1 s) and its windows
-lag the step changes.
+Cells are typed by :class:`~locust_llm.collect.rows.StepRow`: an empty cell is ``None``; a bad one is a one-line
+:class:`ReportInputError` naming the file, the line and the column.
 """
 
 from __future__ import annotations
 
-import csv
 import json
-import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from locust_llm.collect.rows import COLUMNS
+from locust_llm.collect.rows import COLUMNS, StepRow, column_types
+from locust_llm.reports.files import ReportInputError, open_csv
+from locust_llm.reports.history import history_path, locust_timeline, steps_from_history
 
-__all__ = ["LoadedRun", "ReportInputError", "load_run"]
+__all__ = ["LoadedRun", "ReportInputError", "load_run", "read_run_meta", "read_steps", "steps_path"]
 
-MIN_STEP_S = 5.0
-
-_INT_COLUMNS = {
-    "step", "users", "requests", "ok", "errors", "status_429", "status_5xx", "status_4xx_other", "timeouts",
-    "conn_errors", "protocol_errors", "prompt_tokens", "completion_tokens", "workers",
-}  # fmt: skip
-_TEXT_COLUMNS = {"model", "invalid_reasons"}
-_BOOL_COLUMNS = {"valid", "tokens_estimated"}
+_TYPES = column_types()
 REQUIRED = ("step", "users", "model", "requests", "ok", "errors", "ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms")
-
-
-class ReportInputError(ValueError):
-    """A run's files cannot be read; the message is one line naming the file, the place and the problem."""
 
 
 @dataclass
 class LoadedRun:
-    steps: list[dict[str, Any]]
+    steps: list[StepRow]
     source: str  # "llm_steps" or "locust_history"
     path: Path
     approximate: bool = False
@@ -58,51 +36,56 @@ class LoadedRun:
         return sorted({s["model"] for s in self.steps})
 
 
+def _prefix(target: str | Path) -> Path:
+    text = str(target)
+    for suffix in ("_llm_steps.csv", "_stats_history.csv"):
+        if text.endswith(suffix):
+            text = text[: -len(suffix)]
+    return Path(text)
+
+
+def steps_path(prefix: str | Path) -> Path:
+    return Path(f"{prefix}_llm_steps.csv")
+
+
 def load_run(target: str | Path) -> LoadedRun:
     """Load ``PREFIX`` (or a path to its ``_llm_steps.csv`` / ``_stats_history.csv``)."""
-    target = str(target)
-    for suffix in ("_llm_steps.csv", "_stats_history.csv"):
-        if target.endswith(suffix):
-            target = target[: -len(suffix)]
-    prefix = Path(target)
-    steps_path = Path(f"{prefix}_llm_steps.csv")
-    history_path = Path(f"{prefix}_stats_history.csv")
-    timeline = _timeline(history_path) if history_path.exists() else []
-    if steps_path.exists():
-        run = LoadedRun(_read_steps(steps_path), "llm_steps", steps_path, timeline=timeline)
-    elif history_path.exists():
-        run = LoadedRun(_steps_from_history(history_path), "locust_history", history_path, True, timeline=timeline)
+    prefix = _prefix(target)
+    steps_file, history_file = steps_path(prefix), history_path(prefix)
+    if steps_file.exists():
+        run = LoadedRun(read_steps(steps_file), "llm_steps", steps_file)
+    elif history_file.exists():
+        run = LoadedRun(steps_from_history(history_file), "locust_history", history_file, True)
     else:
         raise ReportInputError(
-            f"no run found at {prefix}: expected {steps_path} (locust-llm) or {history_path} "
+            f"no run found at {prefix}: expected {steps_file} (locust-llm) or {history_file} "
             "(Locust with --csv-full-history)"
         )
-    meta_path = Path(f"{prefix}_llm_run.json")
-    if meta_path.exists():
-        try:
-            run.run_meta = json.loads(meta_path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ReportInputError(f"{meta_path}: not valid JSON ({exc})") from None
+    run.timeline = locust_timeline(prefix)
+    run.run_meta = read_run_meta(prefix)
     return run
 
 
-def _open_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+def read_run_meta(prefix: str | Path) -> dict[str, Any]:
+    """``{prefix}_llm_run.json``, or ``{}`` when there is none."""
+    meta_path = Path(f"{prefix}_llm_run.json")
+    if not meta_path.exists():
+        return {}
     try:
-        with open(path, newline="", encoding="utf-8") as handle:
-            rows = list(csv.reader(handle))
-    except (OSError, UnicodeDecodeError, csv.Error) as exc:
-        raise ReportInputError(f"{path}: cannot be read ({exc})") from None
-    if not rows or not any(rows[0]):
-        raise ReportInputError(f"{path}: is empty (no header)")
-    return rows[0], rows[1:]
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReportInputError(f"{meta_path}: not valid JSON ({exc})") from None
+    if not isinstance(meta, dict):
+        raise ReportInputError(f"{meta_path}: not a JSON object")
+    return meta
 
 
-def _read_steps(path: Path) -> list[dict[str, Any]]:
-    header, body = _open_csv(path)
+def read_steps(path: Path) -> list[StepRow]:
+    header, body = open_csv(path)
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ReportInputError(f"{path}: missing columns {', '.join(missing)} (is it a locust-llm _llm_steps.csv?)")
-    steps = []
+    steps: list[dict[str, Any]] = []
     for line_no, cells in enumerate(body, start=2):
         if not any(cells):
             continue
@@ -116,132 +99,21 @@ def _read_steps(path: Path) -> list[dict[str, Any]]:
     for row in steps:
         for name in COLUMNS:
             row.setdefault(name, None)
-    return steps
+    return steps  # type: ignore[return-value]  # every column is set, typed by _value
 
 
 def _value(path: Path, line_no: int, name: str, cell: str) -> Any:
-    if name in _TEXT_COLUMNS:
+    kind = _TYPES.get(name, float)
+    if kind is str:
         return cell
-    if name in _BOOL_COLUMNS:
+    if kind is bool:
         if cell not in ("True", "False", ""):
             raise ReportInputError(f"{path}: line {line_no}, column {name}: expected True or False, got {cell!r}")
         return cell == "True" if cell else None
     if cell == "":
         return None
     try:
-        return int(cell) if name in _INT_COLUMNS else float(cell)
+        return int(cell) if kind is int else float(cell)
     except ValueError:
-        kind = "an integer" if name in _INT_COLUMNS else "a number"
-        raise ReportInputError(f"{path}: line {line_no}, column {name}: expected {kind}, got {cell!r}") from None
-
-
-def _history_rows(path: Path) -> list[dict[str, str]]:
-    header, body = _open_csv(path)
-    needed = ("Timestamp", "User Count", "Type", "Name", "50%", "99%", "Total Request Count")
-    missing = [c for c in needed if c not in header]
-    if missing:
-        raise ReportInputError(f"{path}: missing columns {', '.join(missing)} (is it a Locust _stats_history.csv?)")
-    rows = []
-    for line_no, cells in enumerate(body, start=2):
-        if len(cells) != len(header):
-            raise ReportInputError(
-                f"{path}: line {line_no} has {len(cells)} fields, expected {len(header)} (truncated file?)"
-            )
-        rows.append(dict(zip(header, cells, strict=True)))
-    return rows
-
-
-def _num(text: str | None) -> float | None:
-    try:
-        return float(text) if text not in (None, "", "N/A") else None
-    except ValueError:
-        return None
-
-
-def _timeline(path: Path) -> list[dict[str, Any]]:
-    try:
-        rows = _history_rows(path)
-    except ReportInputError:
-        return []
-    entry = "E2E" if any(r["Type"] == "E2E" for r in rows) else ""
-    points = []
-    start = None
-    for r in rows:
-        if (entry and r["Type"] != entry) or (not entry and r["Name"] != "Aggregated"):
-            continue
-        t = _num(r["Timestamp"])
-        if t is None:
-            continue
-        start = t if start is None else start
-        points.append({"t_s": t - start, "users": int(_num(r["User Count"]) or 0), "req_s": _num(r.get("Requests/s"))})
-    return points
-
-
-def _steps_from_history(path: Path) -> list[dict[str, Any]]:
-    rows = _history_rows(path)
-    llm = any(r["Type"] in ("TTFT", "ITL", "E2E") for r in rows)
-    by_time: dict[float, dict[str, dict[str, str]]] = {}
-    for r in rows:
-        t = _num(r["Timestamp"])
-        if t is None:
-            continue
-        key = r["Type"] if llm else ("E2E" if r["Name"] == "Aggregated" else "")
-        if key:
-            by_time.setdefault(t, {})[key] = r
-    times = sorted(by_time)
-    segments = _segments(times, by_time)
-    if not segments:
-        raise ReportInputError(f"{path}: no step of at least {MIN_STEP_S:g} s with users found")
-    return [_history_step(i + 1, seg, by_time) for i, seg in enumerate(segments)]
-
-
-def _segments(times: list[float], by_time: dict[float, dict[str, dict[str, str]]]) -> list[list[float]]:
-    segments: list[list[float]] = []
-    current: list[float] = []
-    users = None
-    for t in times:
-        row = next(iter(by_time[t].values()))
-        n = int(_num(row["User Count"]) or 0)
-        if n != users:
-            if current and users and current[-1] - current[0] >= MIN_STEP_S:
-                segments.append(current)
-            current, users = [], n
-        current.append(t)
-    if current and users and current[-1] - current[0] >= MIN_STEP_S:
-        segments.append(current)
-    return segments
-
-
-def _history_step(step: int, times: list[float], by_time: dict[float, dict[str, dict[str, str]]]) -> dict[str, Any]:
-    span = times[-1] - times[0]
-    skip = min(max(15.0, 0.3 * span), 0.7 * span)
-    kept = [t for t in times if t >= times[0] + skip]
-    first, last = by_time[kept[0]].get("E2E"), by_time[kept[-1]].get("E2E")
-    duration = kept[-1] - kept[0]
-    requests = errors = 0
-    tokens = None
-    if first and last and duration > 0:
-        requests = int((_num(last["Total Request Count"]) or 0) - (_num(first["Total Request Count"]) or 0))
-        errors = int((_num(last.get("Total Failure Count")) or 0) - (_num(first.get("Total Failure Count")) or 0))
-        size_first = (_num(first.get("Total Average Content Size")) or 0) * (_num(first["Total Request Count"]) or 0)
-        size_last = (_num(last.get("Total Average Content Size")) or 0) * (_num(last["Total Request Count"]) or 0)
-        tokens = int(size_last - size_first)
-
-    def median(kind: str, column: str) -> float | None:
-        values = [_num(by_time[t][kind].get(column)) for t in kept if kind in by_time[t]]
-        present = [v for v in values if v is not None]
-        return statistics.median(present) if present else None
-
-    users = int(_num(next(iter(by_time[times[0]].values()))["User Count"]) or 0)
-    row: dict[str, Any] = dict.fromkeys(COLUMNS)
-    row.update(
-        step=step, users=users, model="(locust)", start_s=kept[0] - times[0], duration_s=duration,
-        requests=requests, ok=requests - errors, errors=errors,
-        req_s=round(requests / duration, 4) if duration else None,
-        output_tok_s=round(tokens / duration, 4) if tokens and duration else None,
-        completion_tokens=tokens, ttft_p50_ms=median("TTFT", "50%"), ttft_p90_ms=median("TTFT", "90%"),
-        ttft_p99_ms=median("TTFT", "99%"), itl_p50_ms=median("ITL", "50%"), itl_p90_ms=median("ITL", "90%"),
-        itl_p99_ms=median("ITL", "99%"), e2e_p50_ms=median("E2E", "50%"), e2e_p99_ms=median("E2E", "99%"),
-        warmup_s=skip, valid=True, invalid_reasons="",
-    )  # fmt: skip
-    return row
+        expected = "an integer" if kind is int else "a number"
+        raise ReportInputError(f"{path}: line {line_no}, column {name}: expected {expected}, got {cell!r}") from None

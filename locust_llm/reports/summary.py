@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from locust_llm.reports.analysis import Analysis, analyze
+from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.load import LoadedRun
 from locust_llm.sla import Prices, Sla
 
@@ -79,10 +80,7 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
 
 
 def write_json(summary: dict[str, Any], path: Path) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-    tmp.replace(path)
+    write_text_atomic(path, json.dumps(summary, indent=2, default=str) + "\n")
 
 
 def console_summary(summary: dict[str, Any]) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from locust import LoadTestShape
 
-from locust_llm.plugin import llm_run
+from locust_llm.run import llm_run
 from locust_llm.shapes.plan import StepPlan
 
 __all__ = ["StepShape"]

@@ -11,146 +11,152 @@ import argparse
 import asyncio
 import dataclasses
 import sys
+from collections.abc import Callable
 from typing import Any
 
+from locust_llm.options import Flag, parse_flags
+from locust_llm.options import add_arguments as add_flags
+from locust_llm.parsers import ConfigError, parse_choice, parse_int, parse_text
 from locust_llm.sim.config import PRESETS, ModelSpec, SimConfig, apply_overrides, parse_decode_table, preset
 from locust_llm.sim.faults import FAULT_KINDS, FaultPlan, parse_fault
 
-__all__ = ["DEFAULT_MODEL", "add_arguments", "config_from_args", "main"]
+__all__ = ["DEFAULT_MODEL", "SIM_FLAGS", "add_arguments", "config_from_args", "main"]
 
 DEFAULT_MODEL = "sim-llm"
 
-# flag dest -> model setting it overrides (see config.apply_overrides)
-_MODEL_FLAGS: dict[str, tuple[str, Any, str]] = {
-    "engine": ("engine", str, "Engine of the first model: batching or pacing."),
-    "kv_blocks": ("kv_blocks", int, "KV cache size in blocks (batching)."),
-    "block_tokens": ("block_tokens", int, "Tokens per KV block (batching; default 16)."),
-    "max_batch": ("max_batch", int, "Most sequences in one batch (batching)."),
-    "decode_ms": ("decode_table", parse_decode_table, "Decode step time by batch size, e.g. 8:12,16:14,32:17."),
-    "prefill_ms_per_1k": ("prefill_ms_per_1k", float, "Prefill time per 1,000 uncached prompt tokens, ms."),
-    "max_prefill_tokens": ("max_prefill_tokens", int, "Prompt tokens prefilled per step at most (batching)."),
-    "capacity": ("capacity", int, "Sequences generated at once (selects the pacing engine)."),
-    "ttft_ms": ("ttft_ms", float, "Time to first token once admitted (selects the pacing engine)."),
-    "itl_ms": ("itl_ms", float, "Interval between tokens (selects the pacing engine)."),
-    "max_concurrent_per_key": ("max_concurrent", int, "Concurrent requests per API key before HTTP 429."),
-    "tpm": ("tpm", int, "Tokens per minute per API key (prompt + max_tokens) before HTTP 429."),
-    "retry_after_s": ("retry_after_s", float, "Retry-After of a concurrency 429, seconds."),
-    "overload_queue": ("overload_queue", int, "Answer HTTP 503 while this many requests wait."),
-    "replicas": ("replicas", int, "Independent engine replicas of the first model."),
-    "context_tokens": ("context_tokens", int, "Context size; longer requests get HTTP 400."),
-    "output_fraction": ("output_fraction", float, "Output lengths drawn in [F * max_tokens, max_tokens]; 1 = fixed."),
-}
+
+def _number(kind: Callable[[str], Any]) -> Callable[[str, str], Any]:
+    def parse(text: str, flag: str) -> Any:
+        try:
+            return kind(str(text).strip())
+        except ValueError as exc:
+            raise ConfigError(f"{flag} must be {'an integer' if kind is int else 'a number'}, got {text!r}") from exc
+
+    return parse
+
+
+def _decode_table(text: str, flag: str) -> tuple[tuple[int, float], ...]:
+    return parse_decode_table(text)
+
+
+def _faults(values: list[str] | None, flag: str) -> tuple[tuple[str, float], ...]:
+    return tuple(parse_fault(f) for f in values or ())
+
+
+def _many(values: list[str] | None, flag: str) -> tuple[str, ...]:
+    return tuple(values or ())
+
+
+# flag -> (model setting it overrides (see config.apply_overrides), parser, help)
+_MODEL_FLAGS: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
+    "--engine": ("engine", parse_text, "Engine of the first model: batching or pacing."),
+    "--kv-blocks": ("kv_blocks", _number(int), "KV cache size in blocks (batching)."),
+    "--block-tokens": ("block_tokens", _number(int), "Tokens per KV block (batching; default 16)."),
+    "--max-batch": ("max_batch", _number(int), "Most sequences in one batch (batching)."),
+    "--decode-ms": ("decode_table", _decode_table, "Decode step time by batch size, e.g. 8:12,16:14,32:17."),
+    "--prefill-ms-per-1k": ("prefill_ms_per_1k", _number(float), "Prefill time per 1,000 uncached prompt tokens, ms."),
+    "--max-prefill-tokens": ("max_prefill_tokens", _number(int), "Most prompt tokens prefilled per step (batching)."),
+    "--capacity": ("capacity", _number(int), "Sequences generated at once (selects the pacing engine)."),
+    "--ttft-ms": ("ttft_ms", _number(float), "Time to first token once admitted (selects the pacing engine)."),
+    "--itl-ms": ("itl_ms", _number(float), "Interval between tokens (selects the pacing engine)."),
+    "--max-concurrent-per-key": ("max_concurrent", _number(int), "Concurrent requests per API key before HTTP 429."),
+    "--tpm": ("tpm", _number(int), "Tokens per minute per API key (prompt + max_tokens) before HTTP 429."),
+    "--retry-after-s": ("retry_after_s", _number(float), "Retry-After of a concurrency 429, seconds."),
+    "--overload-queue": ("overload_queue", _number(int), "Answer HTTP 503 while this many requests wait."),
+    "--replicas": ("replicas", _number(int), "Independent engine replicas of the first model."),
+    "--context-tokens": ("context_tokens", _number(int), "Context size; longer requests get HTTP 400."),
+    "--output-fraction": ("output_fraction", _number(float),
+                          "Output lengths drawn in [F * max_tokens, max_tokens]; 1 = fixed."),
+}  # fmt: skip
+
+
+def _env(name: str) -> str:
+    return "LOCUST_LLM_SIM_" + name.lstrip("-").replace("-", "_").upper()
+
+
+def _sim_flag(name: str, default: str | None, text: str, parse: Any = parse_text, **kw: Any) -> Flag:
+    return Flag(name, default, text, _env(name), parse, "sim", **kw)
+
+
+_PRESETS_HELP = "; ".join(f"{name}: {text}" for name, (_, text) in PRESETS.items())
+
+SIM_FLAGS: tuple[Flag, ...] = (
+    _sim_flag("--host", "127.0.0.1", "Interface to listen on."),
+    _sim_flag("--port", "8000", "TCP port; 0 picks a free one.", parse_int),
+    _sim_flag("--preset", None, "Models to serve (default: default; pacing when --capacity, --ttft-ms or --itl-ms is "
+              f"given). {_PRESETS_HELP}."),
+    _sim_flag("--model", None, "Rename the first model of the preset."),
+    *(_sim_flag(name, None, text + " Default: preset.", parse) for name, (_, parse, text) in _MODEL_FLAGS.items()),
+    _sim_flag("--add-model", None, "Also serve NAME: a copy of the first model with settings changed, e.g. "
+              "'mini:kv_blocks=128,max_concurrent=32' (NAME[:KEY=VALUE,...]). Repeatable.", _many, multiple=True),
+    _sim_flag("--fault", None, "Inject a fault into this share of requests, e.g. 503:0.05 (KIND:PROB). Kinds: "
+              f"{', '.join(FAULT_KINDS)}. Repeatable.", _faults, multiple=True),
+    _sim_flag("--fault-script", "", "Faults of successive requests, cycling, e.g. 'ok,503,reset' (ok = none)."),
+    _sim_flag("--close-after-response", None, "Close every connection after its response although keep-alive was "
+              "advertised.", switch=True),
+    _sim_flag("--close-delay-ms", "0", "With 'close' faults: stop reading at once, close this many ms after the "
+              "response (0: close at once). A request sent meanwhile on the connection gets no byte of answer, as "
+              "with real servers.", _number(float)),
+    _sim_flag("--stall-s", "600", "How long a 'stall' fault holds.", _number(float)),
+    _sim_flag("--prefix-cache", "auto", "Cache prompt prefixes: auto (system prompts and cache_control-marked "
+              "prefixes), hint (only cache_control-marked), off.",
+              lambda text, flag: parse_choice(text, flag, ("auto", "hint", "off"))),
+    _sim_flag("--seed", "0", "Seed of every random choice.", parse_int),
+    _sim_flag("--parent-pid", None, "Exit when this process is gone (used by embedded runs).", parse_int),
+)  # fmt: skip
+"""The simulator's flags; each reads ``LOCUST_LLM_SIM_<NAME>`` from the environment as its default."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="Interface to listen on (default: 127.0.0.1).")
-    parser.add_argument("--port", type=int, default=8000, help="TCP port; 0 picks a free one (default: 8000).")
-    presets = "; ".join(f"{name}: {text}" for name, (_, text) in PRESETS.items())
-    parser.add_argument(
-        "--preset",
-        default=None,
-        help=f"Models to serve (default: default; pacing when --capacity, --ttft-ms or --itl-ms is given). {presets}.",
-    )
-    parser.add_argument("--model", default=None, help="Rename the first model of the preset.")
-    for dest, (_, _, text) in _MODEL_FLAGS.items():
-        parser.add_argument("--" + dest.replace("_", "-"), dest=dest, default=None, help=text + " Default: preset.")
-    parser.add_argument(
-        "--add-model",
-        action="append",
-        default=[],
-        metavar="NAME[:KEY=VALUE,...]",
-        help="Also serve NAME: a copy of the first model with settings changed, e.g. "
-        "'mini:kv_blocks=128,max_concurrent=32'. Repeatable.",
-    )
-    parser.add_argument(
-        "--fault",
-        action="append",
-        default=[],
-        metavar="KIND:PROB",
-        help=f"Inject a fault into this share of requests, e.g. 503:0.05. Kinds: {', '.join(FAULT_KINDS)}. Repeatable.",
-    )
-    parser.add_argument(
-        "--fault-script", default="", help="Faults of successive requests, cycling, e.g. 'ok,503,reset' (ok = none)."
-    )
-    parser.add_argument(
-        "--close-after-response",
-        action="store_true",
-        help="Close every connection after its response although keep-alive was advertised.",
-    )
-    parser.add_argument(
-        "--close-delay-ms",
-        type=float,
-        default=0.0,
-        help="With 'close' faults: stop reading at once, close this many ms after the response (default: 0, close "
-        "at once). A request sent meanwhile on the connection gets no byte of answer, as with real servers.",
-    )
-    parser.add_argument("--stall-s", type=float, default=600.0, help="How long a 'stall' fault holds (default: 600).")
-    parser.add_argument(
-        "--prefix-cache",
-        choices=("auto", "hint", "off"),
-        default="auto",
-        help="Cache prompt prefixes: auto (system prompts and cache_control-marked prefixes), hint (only "
-        "cache_control-marked), off (default: auto).",
-    )
-    parser.add_argument("--seed", type=int, default=0, help="Seed of every random choice (default: 0).")
-    parser.add_argument(
-        "--parent-pid", type=int, default=None, help="Exit when this process is gone (used by embedded runs)."
-    )
-
-
-def _convert(dest: str, raw: str) -> Any:
-    _setting, kind, _ = _MODEL_FLAGS[dest]
-    try:
-        return kind(raw)
-    except ValueError as exc:
-        raise ValueError(f"--{dest.replace('_', '-')}: {exc}") from None
+    add_flags(parser, SIM_FLAGS, "simulator")
 
 
 def _parse_add_model(text: str) -> tuple[str, dict[str, Any]]:
     name, _, rest = text.partition(":")
     if not name:
-        raise ValueError(f"--add-model needs a name, got {text!r}")
+        raise ConfigError(f"--add-model needs a name, got {text!r}")
     overrides: dict[str, Any] = {}
-    flag_by_setting = {setting: dest for dest, (setting, _, _) in _MODEL_FLAGS.items()}
+    flag_by_setting = {setting: (flag, parse) for flag, (setting, parse, _) in _MODEL_FLAGS.items()}
     for item in filter(None, rest.split(",")):
         key, sep, value = item.partition("=")
         if not sep:
-            raise ValueError(f"--add-model settings are KEY=VALUE, got {item!r}")
-        dest = flag_by_setting.get(key, key)
-        overrides[key] = _convert(dest, value) if dest in _MODEL_FLAGS else value
+            raise ConfigError(f"--add-model settings are KEY=VALUE, got {item!r}")
+        flag, parse = flag_by_setting.get(key, (None, None))
+        overrides[key] = parse(value, flag) if parse is not None and flag is not None else value
     return name, overrides
 
 
 def config_from_args(args: argparse.Namespace) -> SimConfig:
     """Build the configuration; raises ValueError with a readable message on bad values."""
+    v = parse_flags(args, SIM_FLAGS)
     overrides: dict[str, Any] = {}
-    for dest in _MODEL_FLAGS:
-        raw = getattr(args, dest)
-        if raw is not None:
-            overrides[_MODEL_FLAGS[dest][0]] = _convert(dest, raw)
+    for flag, (setting, _, _) in _MODEL_FLAGS.items():
+        value = v[flag.lstrip("-").replace("-", "_")]
+        if value is not None:
+            overrides[setting] = value
     pacing_flags = bool(overrides.keys() & {"capacity", "ttft_ms", "itl_ms"})
     if pacing_flags and "engine" not in overrides:
         overrides["engine"] = "pacing"
-    models = list(preset(args.preset or ("pacing" if pacing_flags else "default")))
-    if args.model:
-        overrides["name"] = args.model
+    models = list(preset(v["preset"] or ("pacing" if pacing_flags else "default")))
+    if v["model"]:
+        overrides["name"] = v["model"]
     first = apply_overrides(models[0], overrides)
     models[0] = first
-    for text in args.add_model:
+    for text in v["add_model"]:
         name, extra = _parse_add_model(text)
         models.append(apply_overrides(dataclasses.replace(first, name=name), extra))
     faults = FaultPlan(
-        probabilities=tuple(parse_fault(f) for f in args.fault),
-        script=tuple(s.strip() for s in args.fault_script.split(",") if s.strip()),
-        seed=args.seed,
+        probabilities=v["fault"],
+        script=tuple(s.strip() for s in (v["fault_script"] or "").split(",") if s.strip()),
+        seed=v["seed"],
     )
     return SimConfig(
         models=tuple(models),
-        seed=args.seed,
+        seed=v["seed"],
         faults=faults,
-        close_after_response=args.close_after_response,
-        close_delay_s=args.close_delay_ms / 1000.0,
-        stall_s=args.stall_s,
+        close_after_response=v["close_after_response"],
+        close_delay_s=v["close_delay_ms"] / 1000.0,
+        stall_s=v["stall_s"],
     )
 
 
@@ -162,7 +168,7 @@ def describe(config: SimConfig) -> str:
 
 
 def _summary(spec: ModelSpec) -> str:
-    from locust_llm.sim.server import REFERENCE_WORKLOAD
+    from locust_llm.sim.runtime import REFERENCE_WORKLOAD
     from locust_llm.sim.truth import saturation_users
 
     cap = spec.limits.max_concurrent
@@ -190,14 +196,16 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         config = config_from_args(args)
+        v = parse_flags(args, SIM_FLAGS)
     except ValueError as exc:
         print(f"locust-llm sim: error: {exc}", file=sys.stderr)
         return 2
     print(f"locust-llm sim: serving\n{describe(config)}", file=sys.stderr, flush=True)
+    host, port = v["host"], v["port"]
     try:
-        _run_loop(serve(config, args.host, args.port, args.parent_pid, prefix_mode=args.prefix_cache))
+        _run_loop(serve(config, host, port, v["parent_pid"], prefix_mode=v["prefix_cache"]))
     except OSError as exc:
-        print(f"locust-llm sim: error: cannot listen on {args.host}:{args.port}: {exc.strerror}", file=sys.stderr)
+        print(f"locust-llm sim: error: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         pass

@@ -12,7 +12,9 @@ import re
 import subprocess
 import sys
 import time
+import urllib.parse
 import urllib.request
+from typing import Any
 
 __all__ = ["EmbeddedSim", "SimStartError"]
 
@@ -70,9 +72,21 @@ class EmbeddedSim:
 
     def models(self, timeout_s: float = 10.0) -> list[str]:
         """Ids of the models the running simulator serves (``GET /v1/models``)."""
+        return [m["id"] for m in self._get("/v1/models", timeout_s)["data"]]
+
+    def truth(self, model: str, prompt_tokens: int, max_tokens: int, timeout_s: float = 10.0) -> dict[str, Any]:
+        """The simulator's analytic truth for this workload (``GET /sim/truth``), or ``{"error": ...}``."""
+        query = urllib.parse.urlencode({"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens})
+        try:
+            return dict(self._get(f"/sim/truth?{query}", timeout_s))
+        except (OSError, ValueError) as exc:
+            return {"error": f"could not read the simulator's truth: {exc}"}
+
+    def _get(self, path: str, timeout_s: float) -> Any:
         assert self.url is not None
-        with urllib.request.urlopen(self.url + "/models", timeout=timeout_s) as resp:
-            return [m["id"] for m in json.load(resp)["data"]]
+        origin = self.url.rsplit("/v1", 1)[0]
+        with urllib.request.urlopen(origin + path, timeout=timeout_s) as resp:
+            return json.load(resp)
 
     def _readline(self, timeout_s: float) -> bytes:
         assert self.process is not None and self.process.stdout is not None

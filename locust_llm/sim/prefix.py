@@ -1,15 +1,49 @@
-"""Prefix cache of the simulator: prompt prefixes whose KV is kept after their prefill. Pure.
+"""Prefix cache of the simulator: which leading messages are cacheable, and the cache of their KV. Pure.
 
-An entry is a prefix key (a hash of the messages it covers) with its token count. A lookup hits when the key is
-present and was used within ``ttl_s`` (like an "ephemeral" cache entry); a hit refreshes it. Inserting beyond
-``capacity_tokens`` evicts the least recently used entries.
+**Cacheable prefix** (:func:`cache_prefix`): the leading messages up to the last one marked ``cache_control`` (on
+the message or on one of its content parts); in ``auto`` mode, without a mark, a leading system (or developer)
+message followed by more; in ``hint`` mode only marked prefixes; ``off``: none. A prefix is identified by a hash of
+its messages (:func:`prefix_key`).
+
+**Cache** (:class:`PrefixCache`): an entry is a prefix key (a hash of the messages it covers) with its token count.
+A lookup hits when the key is present and was used within ``ttl_s`` (like an "ephemeral" cache entry); a hit
+refreshes it. Inserting beyond ``capacity_tokens`` evicts the least recently used entries.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["PrefixCache"]
+import orjson
+
+__all__ = ["PrefixCache", "cache_prefix", "prefix_key"]
+
+Message = dict[str, Any]
+
+
+def cache_prefix(messages: Sequence[Message], mode: str = "auto") -> list[Message]:
+    """The cacheable leading messages of a request (module docstring)."""
+    if mode == "off":
+        return []
+    marked = [i for i, m in enumerate(messages) if isinstance(m.get("cache_control"), dict) or _part_marked(m)]
+    if marked:
+        return list(messages[: marked[-1] + 1])
+    if mode == "auto" and messages and messages[0].get("role") in ("system", "developer") and len(messages) > 1:
+        return list(messages[:1])
+    return []
+
+
+def _part_marked(message: Message) -> bool:
+    content = message.get("content")
+    return isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p for p in content)
+
+
+def prefix_key(prefix: Sequence[Message]) -> str:
+    """A stable identifier of a prefix: the BLAKE2b hash (12 bytes, hex) of its JSON."""
+    return hashlib.blake2b(orjson.dumps(list(prefix)), digest_size=12).hexdigest()
 
 
 class PrefixCache:

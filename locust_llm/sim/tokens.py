@@ -1,121 +1,21 @@
-"""Token arithmetic of the simulator: a cheap, deterministic stand-in for a tokenizer."""
+"""The simulator's output tokens: deterministic words, pre-encoded as JSON strings. Pure.
+
+Prompt tokens are counted with :func:`locust_llm.tokens.estimate_prompt_tokens`, the estimate the client uses too.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-__all__ = ["BYTES_PER_TOKEN", "TOKEN_JSON", "count_text_tokens", "prompt_tokens", "token_id", "token_text"]
-
-BYTES_PER_TOKEN = 4
-"""Prompt tokens are estimated as ``ceil(utf8_bytes / 4)`` per message, plus 4 per message and 3 per request."""
+__all__ = ["TOKEN_JSON", "token_id", "token_text"]
 
 _WORDS = tuple(
     " " + w
-    for w in [
-        "the",
-        "of",
-        "and",
-        "to",
-        "in",
-        "is",
-        "that",
-        "for",
-        "it",
-        "as",
-        "with",
-        "was",
-        "on",
-        "be",
-        "by",
-        "this",
-        "are",
-        "or",
-        "from",
-        "at",
-        "which",
-        "an",
-        "have",
-        "not",
-        "they",
-        "but",
-        "can",
-        "all",
-        "one",
-        "their",
-        "more",
-        "has",
-        "been",
-        "will",
-        "there",
-        "when",
-        "what",
-        "so",
-        "if",
-        "about",
-        "would",
-        "out",
-        "up",
-        "into",
-        "some",
-        "them",
-        "time",
-        "only",
-        "other",
-        "new",
-        "these",
-        "two",
-        "may",
-        "then",
-        "first",
-        "any",
-        "like",
-        "now",
-        "such",
-        "over",
-        "our",
-        "even",
-        "most",
-        "after",
-        "also",
-        "many",
-        "before",
-        "must",
-        "through",
-        "back",
-        "years",
-        "where",
-        "much",
-        "your",
-        "way",
-        "well",
-        "down",
-        "should",
-        "because",
-        "each",
-        "just",
-        "those",
-        "people",
-        "how",
-        "too",
-    ]
+    for w in (
+        "the of and to in is that for it as with was on be by this are or from at which an have not they but "
+        "can all one their more has been will there when what so if about would out up into some them time "
+        "only other new these two may then first any like now such over our even most after also many before "
+        "must through back years where much your way well down should because each just those people how too"
+    ).split()
 )
-
-
-def count_text_tokens(text: str) -> int:
-    return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
-
-
-def _content_text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):  # multi-part content: [{"type": "text", "text": "..."}]
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return ""
-
-
-def prompt_tokens(messages: list[dict[str, Any]]) -> int:
-    """Estimated prompt tokens of a chat request (see :data:`BYTES_PER_TOKEN`)."""
-    return 3 + sum(4 + count_text_tokens(_content_text(m.get("content"))) for m in messages)
 
 
 TOKEN_JSON = tuple(('"' + w + '"').encode() for w in _WORDS)

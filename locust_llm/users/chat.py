@@ -2,81 +2,21 @@
 
 from __future__ import annotations
 
-import itertools
-import os
-import random
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import gevent
 from geventhttpclient.url import URL
-from locust import FastHttpUser, task
+from locust import FastHttpUser
 from locust.env import Environment
 
-from locust_llm import __version__
 from locust_llm.metrics import RequestResult
-from locust_llm.plugin import LLMRun, llm_run
-from locust_llm.users.flow import Flow
+from locust_llm.run import llm_run
+from locust_llm.tokens import estimate_prompt_tokens
+from locust_llm.users.attempt import FirstToken
+from locust_llm.users.base import LLMUserMixin
 from locust_llm.users.stream import run_stream
-from locust_llm.workload.prompts import estimate_prompt_tokens
 
-__all__ = ["ChatStreamUser", "LLMUserMixin"]
-
-_NUMBERS = itertools.count(1)
-
-
-class LLMUserMixin:
-    """What every locust-llm user shares: config, workload, seeded randomness, the request flow and pacing.
-
-    A subclass provides :meth:`send` (one attempt on one model) and calls :meth:`setup_llm` in ``__init__``.
-    """
-
-    first_request_spread_s = 1.0
-    """The first request waits a random fraction of this, so that a step's users do not fire in lock-step."""
-
-    llm: LLMRun
-
-    def setup_llm(self, environment: Environment) -> None:
-        self.llm = llm_run(environment)
-        self.config = config = self.llm.require_config()
-        self.user_number = next(_NUMBERS)
-        worker = getattr(environment.runner, "worker_index", 0)
-        seed = None if config.seed is None else f"{config.seed}:{worker}:{self.user_number}"
-        self.rng = random.Random(seed)
-        self.workload = config.workload
-        self.flow = Flow(self.send, self.llm, config.flow, self.rng)
-        self.user_agent = f"locust-llm/{__version__} (user {os.getpid()}-{self.user_number})"
-        self._intended_ns = 0
-
-    def send(
-        self,
-        model: str,
-        messages: Sequence[dict[str, Any]],
-        max_tokens: int,
-        intended_ns: int,
-        on_first_token: Callable[[], None] | None,
-    ) -> RequestResult:
-        raise NotImplementedError
-
-    def think_time_s(self) -> float:
-        """Seconds to wait after a request before the next one (closed loop; default 0)."""
-        return 0.0
-
-    def wait_time(self) -> float:
-        seconds = self.think_time_s()
-        self._intended_ns = time.perf_counter_ns() + int(seconds * 1e9)
-        return seconds
-
-    def on_start(self) -> None:
-        delay = self.rng.random() * self.first_request_spread_s
-        self._intended_ns = time.perf_counter_ns() + int(delay * 1e9)
-        gevent.sleep(delay)
-
-    def chat_once(self) -> None:
-        """One client request (the user classes' task)."""
-        messages, max_tokens = self.workload.messages(self.rng)
-        self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
+__all__ = ["ChatStreamUser"]
 
 
 class ChatStreamUser(LLMUserMixin, FastHttpUser):
@@ -109,17 +49,13 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         self._headers.update(self.config.headers)
         self._warm = False  # a previous response left a keep-alive connection in the pool
 
-    @task
-    def chat(self) -> None:
-        self.chat_once()
-
     def send(
         self,
         model: str,
         messages: Sequence[dict[str, Any]],
         max_tokens: int,
         intended_ns: int,
-        on_first_token: Callable[[], None] | None,
+        on_first_token: FirstToken | None,
     ) -> RequestResult:
         body = self.workload.body(model, messages, max_tokens)
         estimate = estimate_prompt_tokens(messages)
@@ -139,7 +75,7 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
             )
             if fresh or not (result.stale and self._warm):
                 break
-            self.llm.count("reconnects", model, 1, result.end_ns)
+            self.llm.recorder.count("reconnects", model, 1, result.end_ns)
             _drop_idle_connections(self._http)
             intended_ns, started = result.end_ns, result.sent_ns
         self._warm = result.http_status != 0

@@ -160,6 +160,7 @@ class Flow:
 
         primary = start(model, "primary")
         gevent.wait([primary, first], timeout=self.config.hedge_after_s, count=1)
+        result: RequestResult
         if primary.ready() or first.ready():
             result = primary.get()
             self.recorder.record(result)
@@ -178,4 +179,5 @@ class Flow:
             return result
         for greenlet in (hedge, primary):  # both failed before any token: both attempts are recorded
             self.recorder.record(greenlet.get())
-        return primary.get()
+        result = primary.get()
+        return result

@@ -13,18 +13,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import gevent
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from locust_llm.metrics import Outcome, RequestResult
-from locust_llm.redact import redact
 from locust_llm.sse import MalformedChunk, SSEDecoder, SSEEvent, parse_chunk
-from locust_llm.users.discipline import retry_after_s
+from locust_llm.users.attempt import Attempt, FirstToken, os_reason, preview, progress
 
-__all__ = ["ERROR_BODY_LIMIT", "run_stream"]
-
-ERROR_BODY_LIMIT = 300
-"""Characters of an HTTP error body shown in the failure message."""
+__all__ = ["run_stream"]
 
 Clock = Callable[[], int]
 
@@ -43,68 +38,50 @@ def run_stream(
     secrets: Sequence[str] = (),
     prompt_tokens_estimate: int = 0,
     clock: Clock = time.perf_counter_ns,
-    on_first_token: Callable[[], None] | None = None,
+    on_first_token: FirstToken | None = None,
 ) -> RequestResult:
     """POST ``body`` to ``uri`` with ``http`` (a geventhttpclient ``HTTPClient``) and time the streamed answer.
 
     ``on_first_token`` is called once, the moment the first token arrives (hedging waits for it).
     """
-    result = RequestResult(model=model, intended_ns=intended_ns, sent_ns=clock())
     response = None
-    deadline = gevent.Timeout(timeout_s)
-    deadline.start()
-    try:
-        response = http.request("POST", uri, body=body, headers=headers)
-        result.http_status = response.status_code
-        if result.http_status != 200:
-            _read_http_error(response, result, secrets)
-        elif not _is_event_stream(response):
-            _read_not_sse(response, result, secrets)
-        else:
-            _read_events(response, result, clock, on_first_token)
-    except gevent.Timeout as exc:
-        if exc is not deadline:
-            raise
-        result.fail(Outcome.TIMEOUT, f"timeout: no complete answer within {timeout_s:g} s{_progress(result)}")
-    except TimeoutError:
-        result.fail(Outcome.TIMEOUT, f"timeout: the server sent nothing for too long{_progress(result)}")
-    except HTTPConnectionClosed:
-        result.stale = not result.http_status
-        result.fail(Outcome.CONNECTION, _closed(result))
-    except HTTPParseError as exc:
-        if "incomplete" in str(exc).lower():  # the peer closed the connection in the middle of the body
+    with Attempt(model, intended_ns, timeout_s, secrets, clock) as attempt:
+        result = attempt.result
+        try:
+            response = http.request("POST", uri, body=body, headers=headers)
+            result.http_status = response.status_code
+            if result.http_status != 200:
+                _read_http_error(response, attempt)
+            elif not _is_event_stream(response):
+                _read_not_sse(response, attempt)
+            else:
+                _read_events(response, attempt, clock, on_first_token)
+        except TimeoutError:
+            attempt.silence()
+        except HTTPConnectionClosed:
+            result.stale = not result.http_status
             result.fail(Outcome.CONNECTION, _closed(result))
-        else:
-            result.fail(Outcome.MALFORMED, redact(f"malformed HTTP response: {exc}", secrets))
-    except OSError as exc:
-        result.stale = not result.http_status and exc.errno in _STALE_ERRNOS
-        result.fail(Outcome.CONNECTION, redact(f"connection error: {_os_error(exc)}{_progress(result)}", secrets))
-    finally:
-        deadline.close()
-        if not result.end_ns:
-            result.end_ns = clock()
-        if response is not None:
-            response.release()
+        except HTTPParseError as exc:
+            if "incomplete" in str(exc).lower():  # the peer closed the connection in the middle of the body
+                result.fail(Outcome.CONNECTION, _closed(result))
+            else:
+                result.fail(Outcome.MALFORMED, preview(f"malformed HTTP response: {exc}", attempt.secrets))
+        except OSError as exc:
+            result.stale = not result.http_status and exc.errno in _STALE_ERRNOS
+            attempt.connection_error(os_reason(exc))
+        finally:
+            if response is not None:
+                response.release()
     result.settle_tokens(prompt_tokens_estimate)
     return result
 
 
 def _closed(result: RequestResult) -> str:
-    return f"connection error: the server closed the connection{_progress(result)}"
+    return f"connection error: the server closed the connection{progress(result)}"
 
 
-def _progress(result: RequestResult) -> str:
-    """Where the request was when it failed; no counts, so Locust's failure table groups alike failures."""
-    if not result.http_status:
-        return " (before any response)"
-    return " (mid-stream)" if result.token_ns else " (before the first token)"
-
-
-def _os_error(exc: OSError) -> str:
-    return exc.strerror or str(exc) or type(exc).__name__
-
-
-def _read_events(response: Any, result: RequestResult, clock: Clock, on_first_token: Callable[[], None] | None) -> None:
+def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: FirstToken | None) -> None:
+    result = attempt.result
     decoder = SSEDecoder()
     readline = response.readline
     feed_line = decoder.feed_line
@@ -115,7 +92,7 @@ def _read_events(response: Any, result: RequestResult, clock: Clock, on_first_to
             break
         event = feed_line(line)
         if event is not None and not done:
-            done = _on_event(event, clock(), result)
+            done = _on_event(event, clock(), result, attempt)
             if on_first_token is not None and result.token_ns:
                 on_first_token()
                 on_first_token = None
@@ -123,22 +100,21 @@ def _read_events(response: Any, result: RequestResult, clock: Clock, on_first_to
                 return
     if not done:
         for event in decoder.finish():
-            done = _on_event(event, clock(), result) or done
+            done = _on_event(event, clock(), result, attempt) or done
         if result.outcome is not Outcome.OK:
             return
         result.end_ns = clock()
-    if not result.token_ns:
-        result.fail(Outcome.EMPTY, "empty stream: HTTP 200 but no generated tokens")
-    elif not done:
-        result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{_progress(result)}")
+    attempt.check_not_empty()
+    if result.token_ns and not done:
+        result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{progress(result)}")
 
 
-def _on_event(event: SSEEvent, now_ns: int, result: RequestResult) -> bool:
-    """Apply one event to ``result``; True when it was ``[DONE]``."""
+def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Attempt) -> bool:
+    """Apply one event to ``result`` (the attempt's); True when it was ``[DONE]``."""
     try:
         chunk = parse_chunk(event.data)
     except MalformedChunk as exc:
-        result.fail(Outcome.MALFORMED, f"malformed stream: {exc}{_progress(result)}")
+        attempt.malformed(str(exc))
         return False
     if chunk.has_token:
         result.token_ns.append(now_ns)
@@ -146,7 +122,7 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult) -> bool:
         result.end_ns = now_ns
         return True
     if chunk.error is not None:
-        result.fail(Outcome.STREAM_ERROR, f"error in stream: {chunk.error}{_progress(result)}")
+        attempt.stream_error(chunk.error)
     if chunk.finish_reason is not None:
         result.finish_reason = chunk.finish_reason
     if chunk.completion_tokens is not None:
@@ -168,29 +144,19 @@ def _is_event_stream(response: Any) -> bool:
     return not content_type or "event-stream" in content_type
 
 
-def _preview(raw: bytes, secrets: Sequence[str]) -> str:
-    text = " ".join(raw.decode("utf-8", "replace").split())
-    text = redact(text, secrets)
-    return text[:ERROR_BODY_LIMIT] + ("..." if len(text) > ERROR_BODY_LIMIT else "")
-
-
-def _read_http_error(response: Any, result: RequestResult, secrets: Sequence[str]) -> None:
-    status = result.http_status
-    reason = getattr(response, "status_message", "") or ""
+def _read_http_error(response: Any, attempt: Attempt) -> None:
     try:
         raw = response.read(8192)
     except (OSError, HTTPParseError):
         raw = b""
-    result.fail(Outcome.for_http_status(status), f"HTTP {status} {reason}: {_preview(raw, secrets)}".strip())
-    result.retry_after_s = retry_after_s(
-        _header(response, "retry-after-ms"), _header(response, "retry-after"), time.time()
-    )
+    reason = getattr(response, "status_message", "") or ""
+    attempt.http_error(response.status_code, reason, raw, lambda name: _header(response, name))
 
 
-def _read_not_sse(response: Any, result: RequestResult, secrets: Sequence[str]) -> None:
+def _read_not_sse(response: Any, attempt: Attempt) -> None:
     content_type = _header(response, "content-type")
     raw = response.read(8192)
-    result.fail(
+    attempt.result.fail(
         Outcome.NOT_SSE,
-        f"not an SSE stream: HTTP 200 with Content-Type {content_type!r}: {_preview(raw, secrets)}",
+        f"not an SSE stream: HTTP 200 with Content-Type {content_type!r}: {preview(raw, attempt.secrets)}",
     )

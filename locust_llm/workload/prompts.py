@@ -29,6 +29,9 @@ from typing import Any
 
 import orjson
 
+from locust_llm.parsers import ConfigError
+from locust_llm.tokens import content_text, estimate_prompt_tokens
+
 __all__ = [
     "BUILTIN_TEMPLATES",
     "Length",
@@ -36,8 +39,10 @@ __all__ = [
     "Workload",
     "chat_body",
     "estimate_prompt_tokens",
+    "load_prompt_file",
     "load_prompts",
     "parse_length",
+    "read_system_prompt",
     "synthetic_text",
 ]
 
@@ -60,7 +65,7 @@ _FILLER = (
 Message = dict[str, Any]
 
 
-class PromptError(ValueError):
+class PromptError(ConfigError):
     """A prompt file or length that cannot be used; one line naming the file, the line and the problem."""
 
 
@@ -87,17 +92,6 @@ def parse_length(text: str, flag: str) -> Length:
     if length.mean < 1 or length.stddev < 0:
         raise PromptError(f"{flag} must be MEAN or MEAN:STDDEV with an integer mean >= 1, got {text!r}")
     return length
-
-
-def estimate_prompt_tokens(messages: Sequence[Message]) -> int:
-    """Rough prompt size when the server sends no usage: 4 bytes per token, plus 4 per message and 3 per request."""
-    return 3 + sum(4 + -(-len(_text(m.get("content")).encode()) // 4) for m in messages)
-
-
-def _text(content: Any) -> str:
-    if isinstance(content, list):
-        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return "" if content is None else str(content)
 
 
 def synthetic_text(tokens: int, rng: random.Random) -> str:
@@ -150,6 +144,19 @@ def load_prompts(path: str | Path) -> list[Prompt]:
     if not prompts:
         raise PromptError(f"--prompts {path}: has no prompts")
     return prompts
+
+
+def load_prompt_file(text: str, flag: str = "--prompts") -> tuple[Prompt, ...]:
+    """The flag-table parser of ``--prompts``: the file's prompts."""
+    return tuple(load_prompts(text))
+
+
+def read_system_prompt(text: str, flag: str = "--system-prompt") -> str:
+    """The flag-table parser of ``--system-prompt``: the file's text, stripped."""
+    try:
+        return Path(text).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise PromptError(f"{flag} {text}: cannot be read ({exc})") from None
 
 
 def _jsonl(path: Path, raw: str) -> list[Prompt]:
@@ -258,7 +265,7 @@ class Workload:
             messages = [{"role": "user", "content": template.format(i=rng.randrange(1, 10_000))}]
         if self.salted:
             last = messages[-1]
-            last["content"] = f"[{rng.getrandbits(48):012x}] " + _text(last.get("content"))
+            last["content"] = f"[{rng.getrandbits(48):012x}] " + content_text(last.get("content"))
         if self.system_prompt is not None:
             system: Message = {"role": "system", "content": self.system_prompt}
             if self.cache_control:

@@ -60,3 +60,19 @@ def test_per_step_numbers_match_the_simulator_truth(sweep):
         assert int(row["completion_tokens"]) == int(row["ok"]) * MAX_TOKENS
     assert "locust-llm per-step results" in proc.stdout
     assert "TTFT p99 ms" in proc.stdout
+
+
+def test_notebook_api_reads_the_runs_csv_with_proper_dtypes(sweep):
+    from locust_llm.reports import load_steps
+
+    _, out = sweep
+    steps = load_steps(out / "run")
+    assert list(steps["users"]) == [2, 4, 8]
+    assert str(steps["users"].dtype) == "Int64" and str(steps["requests"].dtype) == "Int64"
+    assert steps["ttft_p50_ms"].dtype == "float64" and steps["output_tok_s"].dtype == "float64"
+    assert str(steps["valid"].dtype) == "boolean" and bool(steps["valid"].all())
+    assert str(steps["model"].dtype) == "string" and set(steps["model"]) == {"sim-llm"}
+    assert steps["cost_usd"].isna().all()  # no prices: empty cells are NaN, not strings
+    assert (steps["ttft_p50_ms"] > 0).all() and int(steps["requests"].sum()) > 10
+    same = load_steps(out / "run_llm_steps.csv")
+    assert same.equals(steps)

@@ -2,7 +2,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from locust_llm.options import FLAGS, ConfigError, RunConfig, parse_duration_s, parse_steps
+from locust_llm.config import RunConfig
+from locust_llm.options import FLAGS
+from locust_llm.parsers import ConfigError, parse_duration_s, parse_steps
 
 
 def options(**overrides):

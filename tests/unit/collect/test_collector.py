@@ -1,6 +1,7 @@
 from types import SimpleNamespace
 
-from locust_llm.collect.collector import REPORT_KEY, Collector, StepHealth
+from locust_llm.collect.collector import REPORT_KEY, Collector
+from locust_llm.collect.health import StepHealth, invalid_reasons
 from locust_llm.collect.stats import StatsKey, StatsTable
 from locust_llm.metrics import RequestResult
 
@@ -68,13 +69,13 @@ def test_invalid_reasons_name_the_saturated_generator_the_lost_worker_and_the_la
     table = StatsTable()
     table.add(result(10**9, lag_ns=50 * MS), lambda t: (1, "steady"))
     health = StepHealth(cpu_max_pct={"w1": 95.0, "master": 10.0}, lost=["w2"])
-    reasons = Collector._invalid_reasons(1, health, table, max_cpu_pct=80.0, max_lag_ms=10.0)
+    reasons = invalid_reasons(1, health, table, max_cpu_pct=80.0, max_lag_ms=10.0)
     assert reasons == [
         "generator saturated: w1 CPU 95% > 80%",
         "worker lost during the step: w2",
         "scheduling lag p99 50.0 ms > 10 ms (m)",
     ]
-    assert Collector._invalid_reasons(1, StepHealth(), StatsTable(), 80.0, 10.0) == []
+    assert invalid_reasons(1, StepHealth(), StatsTable(), 80.0, 10.0) == []
 
 
 def test_a_worker_going_missing_is_noticed_once():

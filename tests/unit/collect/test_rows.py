@@ -4,6 +4,7 @@ from locust_llm.collect.rows import COLUMNS, StepWindow, format_table, step_rows
 from locust_llm.collect.stats import StatsTable
 from locust_llm.collect.timeline import Timeline
 from locust_llm.metrics import Outcome, RequestResult
+from locust_llm.sla import Prices
 
 MS = 1_000_000
 
@@ -26,7 +27,7 @@ def ok(sent_ms, ttft_ms, n=5, itl_ms=10):
 
 def test_row_values_follow_the_documented_formulas():
     results = [ok(0, 100), ok(10, 200), RequestResult("m", 0, 0, 50 * MS, outcome=Outcome.HTTP_429)]
-    rows = step_rows(table_with(results), [StepWindow(1, 4, 0.0, 10.0, 0.0)], 1.0, 2.0)
+    rows = step_rows(table_with(results), [StepWindow(1, 4, 0.0, 10.0, 0.0)], Prices(1.0, 2.0))
     assert len(rows) == 1
     row = rows[0]
     assert set(row) == set(COLUMNS)

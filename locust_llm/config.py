@@ -1,0 +1,181 @@
+"""The one typed, validated :class:`RunConfig`, built from the flag table (:mod:`locust_llm.options`). Pure.
+
+Every default lives in the table; :meth:`RunConfig.from_options` parses all flags at once and raises
+:class:`~locust_llm.parsers.ConfigError` with a one-line message naming the flag, the value received and what is
+allowed. The small builders below (:func:`sla_from`, ...) compose parsed values into the typed pieces that other
+modules use; ``locust-llm report`` and ``compare`` use them on their own subsets of the table.
+
+The API key never leaves :class:`RunConfig` in a printable form: it is excluded from ``repr`` and from
+:meth:`RunConfig.settings`, and the flag is not shown in the web UI (Locust would embed its value in the page).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from locust_llm.options import FLAGS, parse_flags
+from locust_llm.parsers import ConfigError, Warmup
+from locust_llm.reports.compare import Thresholds
+from locust_llm.sla import Prices, Sla
+from locust_llm.users.discipline import FlowConfig, RetryPolicy
+from locust_llm.workload.prompts import Length, Workload
+
+__all__ = ["RunConfig", "flow_from", "prices_from", "sla_from", "thresholds_from", "workload_from"]
+
+Values = Mapping[str, Any]
+
+_SECRET_HEADER = re.compile(r"(?i)key|token|auth|secret|cookie|password")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a locust-llm run needs, parsed and validated once. No field has a default of its own: build it
+    with :meth:`from_options` (the flag table's defaults) or :meth:`defaults`."""
+
+    model: str | None
+    api_key: str | None = field(repr=False)
+    max_tokens: Length
+    workload: Workload
+    seed: int | None
+    flow: FlowConfig
+    headers: tuple[tuple[str, str], ...]
+    steps: tuple[int, ...]
+    step_duration_s: float
+    request_timeout_s: float
+    warmup: Warmup
+    itl_events: bool
+    max_generator_cpu_pct: float
+    max_sched_lag_ms: float
+    sla: Sla
+    prices: Prices
+    report_dir: str | None
+    summary_log: bool
+    baseline: str | None
+    gate: Thresholds
+    sim_args: tuple[str, ...]
+
+    @classmethod
+    def from_options(cls, options: Any) -> RunConfig:
+        """Build from Locust's ``parsed_options`` (or any object with the flags' ``dest`` attributes)."""
+        v = parse_flags(options, FLAGS)
+        return cls(
+            model=v["model"],
+            api_key=v["api_key"],
+            max_tokens=v["max_tokens"],
+            workload=workload_from(v),
+            seed=v["seed"],
+            flow=flow_from(v),
+            headers=v["header"],
+            steps=v["steps"],
+            step_duration_s=v["step_duration"],
+            request_timeout_s=v["request_timeout"],
+            warmup=v["warmup"],
+            itl_events=v["locust_itl_events"] == "each",
+            max_generator_cpu_pct=v["max_generator_cpu"],
+            max_sched_lag_ms=v["max_sched_lag"] * 1000.0,
+            sla=sla_from(v),
+            prices=prices_from(v),
+            report_dir=v["llm_report"],
+            summary_log=v["llm_summary_log"],
+            baseline=v["baseline"],
+            gate=thresholds_from(v),
+            sim_args=v["sim_args"],
+        )
+
+    @classmethod
+    def defaults(cls) -> RunConfig:
+        """The configuration of a run given no flag at all."""
+        return cls.from_options(object())
+
+    def warmup_s(self, step_duration_s: float | None = None) -> float:
+        """Warm-up excluded after each step change of ``step_duration_s`` (default: ``--step-duration``)."""
+        return self.warmup.for_step(self.step_duration_s if step_duration_s is None else step_duration_s)
+
+    @property
+    def secrets(self) -> tuple[str, ...]:
+        """Strings that must never be printed (see :func:`locust_llm.redact.redact`)."""
+        keys = [self.api_key] if self.api_key else []
+        keys += [value for name, value in self.headers if _SECRET_HEADER.search(name)]
+        return tuple(keys)
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings for reports and logs: every field except secrets."""
+        return {
+            "model": self.model,
+            "api_key_set": bool(self.api_key),
+            "max_tokens": {"mean": self.max_tokens.mean, "stddev": self.max_tokens.stddev},
+            "workload": self.workload.describe(),
+            "seed": self.seed,
+            "retry_policy": self.flow.policy.name,
+            "max_retries": self.flow.policy.max_retries,
+            "fallback_models": list(self.flow.fallbacks),
+            "fallback_on": sorted(self.flow.fallback_on),
+            "hedge_ttft_ms": None if self.flow.hedge_after_s is None else self.flow.hedge_after_s * 1000,
+            "headers": [name for name, _ in self.headers],
+            "steps": list(self.steps),
+            "step_duration_s": self.step_duration_s,
+            "request_timeout_s": self.request_timeout_s,
+            "warmup_s": self.warmup_s(),
+            "max_generator_cpu_pct": self.max_generator_cpu_pct,
+            "max_sched_lag_ms": self.max_sched_lag_ms,
+            "sla": self.sla.as_dict(),
+            "prices": {
+                "input_usd_per_mtok": self.prices.input_usd_per_mtok,
+                "output_usd_per_mtok": self.prices.output_usd_per_mtok,
+            },
+        }
+
+
+def sla_from(v: Values) -> Sla:
+    """The SLA from parsed flag values keyed by flag dest (``sla_ttft_p99_ms``, ...)."""
+    return Sla(
+        ttft_p99_ms=v["sla_ttft_p99_ms"],
+        itl_p99_ms=v["sla_itl_p99_ms"],
+        e2e_p99_ms=v["sla_e2e_p99_ms"],
+        max_error_rate=v["sla_max_error_rate"],
+    )
+
+
+def prices_from(v: Values) -> Prices:
+    return Prices(input_usd_per_mtok=v["price_input_usd_per_mtok"], output_usd_per_mtok=v["price_output_usd_per_mtok"])
+
+
+def thresholds_from(v: Values) -> Thresholds:
+    """Gate thresholds from parsed flag values."""
+    return Thresholds(
+        knee_drop_steps=int(v["max_knee_drop_steps"]),
+        knee_drop_pct=v["max_knee_drop_pct"],
+        p99_rise_pct=v["max_p99_rise_pct"],
+        min_ttft_rise_ms=v["min_ttft_rise_ms"],
+        min_itl_rise_ms=v["min_itl_rise_ms"],
+        error_rate_rise_pp=v["max_error_rate_rise_pp"],
+    )
+
+
+def workload_from(v: Values) -> Workload:
+    """The workload of the run (prompt and system-prompt files were read by their flags' parsers)."""
+    if v["prompts"] and v["input_tokens"] is not None:
+        raise ConfigError("--prompts and --input-tokens exclude each other, got both")
+    return Workload(
+        max_tokens=v["max_tokens"],
+        prompts=v["prompts"] or (),
+        input_tokens=v["input_tokens"],
+        system_prompt=v["system_prompt"],
+        cache_control=v["cache_control"],
+        salt=None if v["salt"] == "auto" else v["salt"] == "on",
+        extra_body=v["extra_body"],
+    )
+
+
+def flow_from(v: Values) -> FlowConfig:
+    fallbacks = tuple(m.strip() for m in (v["fallback_models"] or "").split(",") if m.strip())
+    hedge = v["hedge_ttft_ms"]
+    return FlowConfig(
+        policy=RetryPolicy(v["retry_policy"], v["max_retries"], v["backoff_base"], v["backoff_max"]),
+        fallbacks=fallbacks,
+        fallback_on=v["fallback_on"],
+        hedge_after_s=None if hedge is None else hedge / 1000.0,
+    )

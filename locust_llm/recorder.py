@@ -1,0 +1,69 @@
+"""The recorder: the one place that files a measured request and fires Locust's ``request`` events.
+
+For each attempt (:meth:`Recorder.record`): whether it meets the SLA per request is judged
+(:meth:`~locust_llm.sla.Sla.good`), it is filed in the per-step statistics (the collector), and Locust's events
+``TTFT``, ``ITL`` (one per gap, unless ``--locust-itl-events off``) and ``E2E`` (failures, with the classified
+message) fire with name = model. Client requests (retries and waits included) and per-step counters are filed too.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from locust_llm.collect.collector import Collector
+from locust_llm.metrics import RequestResult
+from locust_llm.sla import Sla
+
+__all__ = ["LLMError", "Recorder"]
+
+
+class LLMError(Exception):
+    """The exception reported on the ``E2E`` event of a failed request; its text is the classified message."""
+
+    def __repr__(self) -> str:  # Locust's failure table shows repr(): keep it to the message itself
+        return str(self)
+
+
+class Recorder:
+    def __init__(self, events: Any, collector: Collector) -> None:
+        self.events = events
+        self.collector = collector
+        self.sla = Sla()
+        self.itl_events = True
+
+    def configure(self, sla: Sla, itl_events: bool) -> None:
+        self.sla = sla
+        self.itl_events = itl_events
+
+    def record(self, result: RequestResult) -> None:
+        """File ``result`` under its step and fire the Locust events ``TTFT``, ``ITL`` and ``E2E``."""
+        collector = self.collector
+        if collector.closed:
+            return
+        collector.record(result, self.sla.good(result))
+        fire = self.events.request.fire
+        model = result.model
+        ttft = result.ttft_ns
+        if ttft is not None:
+            fire(request_type="TTFT", name=model, response_time=ttft / 1e6, response_length=result.prompt_tokens,
+                 exception=None, context={})  # fmt: skip
+            for gap in result.itl_gaps_ns() if self.itl_events else ():
+                fire(request_type="ITL", name=model, response_time=gap / 1e6, response_length=0, exception=None,
+                     context={})  # fmt: skip
+        fire(
+            request_type="E2E",
+            name=model,
+            response_time=result.e2e_ns / 1e6,
+            response_length=result.completion_tokens,
+            exception=None if result.ok else LLMError(result.error),
+            context={},
+        )
+
+    def count(self, name: str, model: str, n: int = 1, at_ns: int | None = None) -> None:
+        """Add ``n`` to a per-step counter (retries, fallbacks, reconnects, ...) of ``model``."""
+        self.collector.count(name, model, n, time.perf_counter_ns() if at_ns is None else at_ns)
+
+    def record_client(self, model: str, sent_ns: int, end_ns: int, ok: bool) -> None:
+        """A client request, its retries and waits included (see :mod:`locust_llm.users.flow`)."""
+        self.collector.record_client(model, sent_ns, end_ns, ok)

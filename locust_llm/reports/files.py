@@ -1,0 +1,38 @@
+"""Files of reports: one-line input errors, CSV reading, atomic writes."""
+
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+from pathlib import Path
+
+__all__ = ["ReportInputError", "open_csv", "write_text_atomic"]
+
+
+class ReportInputError(ValueError):
+    """A run's files cannot be read; the message is one line naming the file, the place and the problem."""
+
+
+def open_csv(path: Path) -> tuple[list[str], list[list[str]]]:
+    try:
+        with open(path, newline="", encoding="utf-8") as handle:
+            rows = list(csv.reader(handle))
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise ReportInputError(f"{path}: cannot be read ({exc})") from None
+    if not rows or not any(rows[0]):
+        raise ReportInputError(f"{path}: is empty (no header)")
+    return rows[0], rows[1:]
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader never sees half a file (a temporary file, then a rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=path.name, suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

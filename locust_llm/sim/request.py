@@ -1,0 +1,86 @@
+"""Parsing and validating one ``POST /v1/chat/completions`` body. Pure.
+
+Checks, each answered like OpenAI's API (status, ``message``, ``param``, ``code``): a JSON object; ``messages`` a
+non-empty array of objects; ``model`` a served model (404 ``model_not_found`` otherwise); ``max_tokens`` (or
+``max_completion_tokens``, default 16) an integer >= 1; ``stream`` a boolean; prompt plus ``max_tokens`` within
+the model's context (400 ``context_length_exceeded``). Prompt tokens are counted with
+:func:`locust_llm.tokens.estimate_prompt_tokens`; the cacheable prefix is found by :func:`.prefix.cache_prefix`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from locust_llm.sim.prefix import cache_prefix, prefix_key
+from locust_llm.tokens import estimate_prompt_tokens
+
+__all__ = ["BadRequest", "ChatRequest", "parse_chat_request"]
+
+
+class BadRequest(Exception):
+    """A request the API refuses: HTTP ``status`` with an ``invalid_request_error`` body."""
+
+    def __init__(self, message: str, param: str | None = None, status: int = 400, code: str | None = None):
+        super().__init__(message)
+        self.param = param
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True)
+class ChatRequest:
+    model: str
+    messages: list[dict[str, Any]]
+    max_tokens: int
+    stream: bool
+    include_usage: bool
+    prompt_tokens: int
+    prefix_key: str | None
+    prefix_tokens: int
+
+
+def parse_chat_request(raw: bytes, contexts: Mapping[str, int], prefix_mode: str = "auto") -> ChatRequest:
+    """The request in ``raw``; ``contexts`` maps each served model to its context size. Raises :class:`BadRequest`."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise BadRequest("We could not parse the JSON body of your request.") from None
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise BadRequest("'messages' is a required property and must be a non-empty array of objects.", "messages")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise BadRequest("'model' is a required property.", "model")
+    if model not in contexts:
+        raise BadRequest(
+            f"The model '{model}' does not exist or you do not have access to it.", "model", 404, "model_not_found"
+        )
+    max_tokens = body.get("max_completion_tokens", body.get("max_tokens", 16))
+    if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+        raise BadRequest(f"Invalid 'max_tokens': must be an integer >= 1, got {max_tokens!r}.", "max_tokens")
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool):
+        raise BadRequest("Invalid 'stream': must be a boolean.", "stream")
+    options = body.get("stream_options") or {}
+    include_usage = bool(isinstance(options, dict) and options.get("include_usage"))
+    context = contexts[model]
+    n_prompt = estimate_prompt_tokens(messages)
+    if n_prompt + max_tokens > context:
+        raise BadRequest(
+            f"This model's maximum context length is {context} tokens. However, you requested "
+            f"{n_prompt + max_tokens} tokens ({n_prompt} in the messages, {max_tokens} in the completion). "
+            "Please reduce the length of the messages or completion.",
+            "messages",
+            400,
+            "context_length_exceeded",
+        )
+    prefix = cache_prefix(messages, prefix_mode)
+    key = prefix_key(prefix) if prefix else None
+    prefix_tokens = estimate_prompt_tokens(prefix) - 3 if prefix else 0
+    return ChatRequest(model, messages, max_tokens, stream, include_usage, n_prompt, key, prefix_tokens)

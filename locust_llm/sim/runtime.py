@@ -1,0 +1,316 @@
+"""The simulator's runtime: each model's replicas (an engine and the timer that emits its tokens), its rate limiter
+and counters, and the responses in flight.
+
+One timer per engine replica drives it: it wakes when the engine's next step ends, takes every emission due and
+writes each token straight to its stream's transport as one HTTP chunk. No coroutine wakes per token.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import socket
+import struct
+import time
+from collections import Counter
+from dataclasses import asdict
+from typing import Any
+
+from locust_llm.histogram import Histogram
+from locust_llm.sim.batching import BatchingEngine
+from locust_llm.sim.config import ModelSpec, SimConfig
+from locust_llm.sim.engine import Emission, PacingEngine, SeqRequest
+from locust_llm.sim.faults import MID_STREAM
+from locust_llm.sim.limits import RateLimiter
+from locust_llm.sim.tokens import TOKEN_JSON, token_id, token_text
+from locust_llm.sim.truth import saturation_users, steady_state
+from locust_llm.sim.wire import ChunkFormat, frame
+
+__all__ = ["EARLY_NS", "LATE_NS", "REFERENCE_WORKLOAD", "BehindWatch", "ModelRuntime", "Replica", "Stream"]
+
+EARLY_NS = 500_000
+"""Tokens due within 0.5 ms are written now: asyncio's timers wake up to 1 ms late (epoll's millisecond timeout),
+so aiming half a millisecond early centres the emission error on zero."""
+
+LATE_NS = 5_000_000
+"""A token written more than 5 ms after it was due counts as late (see :class:`BehindWatch`)."""
+
+REFERENCE_WORKLOAD = {"prompt_tokens": 30, "max_tokens": 128}
+"""The workload of the truth shown in ``/sim/stats``: about the built-in prompts with the default --max-tokens."""
+
+
+class Stream:
+    """One response in flight. Streaming ones write SSE chunks to ``transport``; others collect text."""
+
+    __slots__ = (
+        "done",
+        "fault",
+        "fault_at",
+        "fmt",
+        "head",
+        "key",
+        "output_tokens",
+        "prompt_tokens",
+        "seq_id",
+        "tail",
+        "text",
+        "transport",
+    )
+
+    def __init__(
+        self,
+        seq_id: int,
+        model: str,
+        prompt_tokens: int,
+        output_tokens: int,
+        transport: asyncio.BaseTransport | None,
+        include_usage: bool,
+        done: asyncio.Future[None],
+        key: str = "",
+        fault: str | None = None,
+    ) -> None:
+        self.seq_id = seq_id
+        self.prompt_tokens = prompt_tokens
+        self.output_tokens = output_tokens
+        self.transport = transport
+        self.done = done
+        self.key = key
+        self.fault = fault
+        self.fault_at = output_tokens // 2
+        self.text: list[str] = []
+        self.fmt = ChunkFormat(seq_id, model, include_usage)
+        self.head, self.tail = self.fmt.head, self.fmt.tail
+
+    def final_chunks(self, finish_reason: str) -> bytes:
+        done = self.fault != "no-done"
+        return self.fmt.final_chunks(finish_reason, self.prompt_tokens, self.output_tokens, done)
+
+    def finish(self) -> None:
+        if not self.done.done():
+            self.done.set_result(None)
+
+
+class Replica:
+    """One engine and the timer that emits its tokens."""
+
+    def __init__(self, runtime: ModelRuntime, engine: PacingEngine | BatchingEngine) -> None:
+        self.runtime = runtime
+        self.engine = engine
+        self.streams: dict[int, Stream] = {}
+        self._handle: asyncio.TimerHandle | None = None
+        self._handle_ns: int | None = None
+
+    @property
+    def load(self) -> int:
+        return self.engine.running + self.engine.waiting
+
+    def submit(self, stream: Stream, seq: SeqRequest) -> None:
+        self.streams[stream.seq_id] = stream
+        self.engine.submit(seq, time.monotonic_ns())
+        self._reschedule()
+
+    def cancel(self, stream: Stream) -> None:
+        if self.streams.pop(stream.seq_id, None) is not None:
+            self.engine.cancel(stream.seq_id, time.monotonic_ns())
+            self.runtime.release(stream)
+            self._reschedule()
+
+    def _reschedule(self) -> None:
+        due = self.engine.next_event_ns()
+        if due is None:
+            return
+        if self._handle is not None and self._handle_ns is not None and self._handle_ns <= due:
+            return
+        if self._handle is not None:
+            self._handle.cancel()
+        self._handle_ns = due
+        self._handle = asyncio.get_running_loop().call_at((due - EARLY_NS) / 1e9, self._fire)
+
+    def _fire(self) -> None:
+        self._handle = self._handle_ns = None
+        emissions = self.engine.advance(time.monotonic_ns() + EARLY_NS)
+        if emissions:
+            self._write(emissions)
+        self._reschedule()
+
+    def _write(self, emissions: list[Emission]) -> None:
+        """Write every emitted token to its stream: the simulator's hot path, kept to plain local operations."""
+        streams = self.streams
+        runtime = self.runtime
+        seed = runtime.seed
+        record = runtime.lateness.record
+        clock = time.monotonic_ns
+        written = late = 0
+        for seq_id, index, at_ns, last in emissions:
+            stream = streams.get(seq_id)
+            if stream is None:
+                continue
+            transport = stream.transport
+            if transport is None:
+                stream.text.append(token_text(seed, seq_id, index))
+            elif transport.is_closing():
+                self.cancel(stream)
+                stream.finish()
+                continue
+            elif stream.fault is not None and index == stream.fault_at and stream.fault in MID_STREAM:
+                self._inject(stream, transport)
+                continue
+            else:
+                payload = stream.head + TOKEN_JSON[token_id(seed, seq_id, index)] + stream.tail
+                if last:
+                    payload += stream.final_chunks("length")
+                transport.write(b"%x\r\n%b\r\n" % (len(payload), payload))  # type: ignore[attr-defined]
+            lateness = clock() - at_ns
+            record(lateness)
+            if lateness > LATE_NS:
+                late += 1
+            written += 1
+            if last:
+                del streams[seq_id]
+                runtime.release(stream)
+                stream.finish()
+        runtime.tokens_emitted += written
+        runtime.late_tokens += late
+
+    def _inject(self, stream: Stream, transport: asyncio.BaseTransport) -> None:
+        """A mid-stream fault at token ``fault_at`` (see :mod:`.faults`)."""
+        fault = stream.fault
+        if fault == "malformed":
+            transport.write(frame(b'data: {"choices": [{"index": 0, "delta": {"content": "\n\n'))  # type: ignore[attr-defined]
+            stream.fault = None
+            return
+        self.cancel(stream)
+        if fault == "reset":
+            sock = transport.get_extra_info("socket")
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+            transport.abort()  # type: ignore[attr-defined]
+            stream.finish()
+        elif fault == "stall":
+            asyncio.get_running_loop().call_later(self.runtime.stall_s, _end_stall, transport, stream)
+
+
+def _end_stall(transport: asyncio.BaseTransport, stream: Stream) -> None:
+    transport.close()
+    stream.finish()
+
+
+class ModelRuntime:
+    """One model: its replicas, its rate limiter and its counters."""
+
+    def __init__(self, spec: ModelSpec, config: SimConfig, lateness: Histogram) -> None:
+        self.spec = spec
+        self.seed = config.seed
+        self.stall_s = config.stall_s
+        self.lateness = lateness
+        self.limiter = RateLimiter(spec.limits)
+        self.replicas = [Replica(self, self._engine()) for _ in range(spec.replicas)]
+        self.tokens_emitted = 0
+        self.late_tokens = 0
+        self.status = Counter[str]()
+        self.faults = Counter[str]()
+        self.rejected_overload = 0
+
+    def _engine(self) -> PacingEngine | BatchingEngine:
+        if self.spec.engine == "pacing":
+            return PacingEngine(self.spec.pacing)
+        return BatchingEngine(self.spec.batch)
+
+    @property
+    def waiting(self) -> int:
+        return sum(r.engine.waiting for r in self.replicas)
+
+    def pick(self) -> Replica:
+        return min(self.replicas, key=lambda r: r.load)
+
+    def release(self, stream: Stream) -> None:
+        if stream.key:
+            self.limiter.release(stream.key)
+            stream.key = ""
+
+    def output_tokens(self, seq_id: int, max_tokens: int) -> int:
+        fraction = self.spec.output_fraction
+        if fraction >= 1.0:
+            return max_tokens
+        low = max(1, round(fraction * max_tokens))
+        return random.Random(self.seed * 7_777_777 + seq_id).randint(low, max_tokens)
+
+    def stats(self) -> dict[str, Any]:
+        engines = [r.engine for r in self.replicas]
+        totals: dict[str, int] = {}
+        for name in ("admitted", "queued", "finished", "cancelled", "running", "waiting"):
+            totals[name] = sum(getattr(e, name) for e in engines)
+        for name in ("preemptions", "prefix_hits", "prefix_hit_tokens", "used_blocks", "peak_used_blocks", "steps"):
+            totals[name] = sum(getattr(e, name, 0) for e in engines)
+        limiter = self.limiter
+        return {
+            **totals,
+            "tokens_emitted": self.tokens_emitted,
+            "tokens_late_over_5ms": self.late_tokens,
+            "requests_by_status": dict(self.status),
+            "rejected_429": limiter.rejected_concurrency + limiter.rejected_tpm,
+            "rejected_429_concurrency": limiter.rejected_concurrency,
+            "rejected_429_tpm": limiter.rejected_tpm,
+            "rejected_503_overload": self.rejected_overload,
+            "early_returns_after_429": limiter.early_returns,
+            "faults_injected": dict(self.faults),
+        }
+
+    def truth(
+        self, users: int | None = None, prompt: int | None = None, max_tokens: int | None = None
+    ) -> dict[str, Any]:
+        prompt = prompt or REFERENCE_WORKLOAD["prompt_tokens"]
+        max_tokens = max_tokens or REFERENCE_WORKLOAD["max_tokens"]
+        mean_output = round((1 + self.spec.output_fraction) / 2 * max_tokens)
+        spec = self.spec
+        out: dict[str, Any] = {
+            "engine": spec.engine,
+            "replicas": spec.replicas,
+            "workload": {"prompt_tokens": prompt, "max_tokens": max_tokens, "mean_output_tokens": mean_output},
+            "provider_cap_users": spec.limits.max_concurrent,
+            "limits": asdict(spec.limits),
+        }
+        if spec.engine == "pacing":
+            p = spec.pacing
+            out["saturation_users"] = p.saturation_users * spec.replicas
+            out["params"] = asdict(p)
+            if users:
+                per = -(-users // spec.replicas)
+                out["steady"] = {"users": users, "ttft_s": p.steady_ttft_s(per, mean_output), "itl_s": p.itl_ms / 1e3}
+            return out
+        b = spec.batch
+        out["saturation_users"] = saturation_users(b, prompt, mean_output) * spec.replicas
+        out["params"] = {**asdict(b), "decode_table": [list(x) for x in b.decode_table]}
+        if users:
+            steady = steady_state(b, -(-users // spec.replicas), prompt, mean_output)
+            out["steady"] = {**asdict(steady), "users": users, "output_tok_s": steady.output_tok_s * spec.replicas}
+        return out
+
+
+class BehindWatch:
+    """Warns (on stderr, at most once a minute) when over 1 % of the tokens of the last interval were late: the
+    simulator itself is then the bottleneck and its timing is no longer the ground truth."""
+
+    def __init__(self, models: dict[str, ModelRuntime]) -> None:
+        self.models = models
+        self.last = self._totals()
+        self.warned_ns = 0
+
+    def _totals(self) -> tuple[int, int]:
+        models = self.models.values()
+        return sum(m.tokens_emitted for m in models), sum(m.late_tokens for m in models)
+
+    def check(self, now_ns: int) -> str | None:
+        tokens, late = self._totals()
+        d_tokens, d_late = tokens - self.last[0], late - self.last[1]
+        self.last = (tokens, late)
+        if d_tokens and d_late > 0.01 * d_tokens and now_ns - self.warned_ns > 60 * 10**9:
+            self.warned_ns = now_ns
+            return (
+                f"locust-llm sim: warning: falling behind: {100 * d_late / d_tokens:.0f}% of the last {d_tokens} "
+                "tokens were written more than 5 ms late; timing is not ground truth now (too many streams for "
+                "one simulator process on this machine?)"
+            )
+        return None

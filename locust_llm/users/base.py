@@ -1,0 +1,82 @@
+"""``LLMUserMixin``: what every locust-llm user shares: config, workload, seeded randomness, the flow, pacing.
+
+A user class mixes it into a Locust ``User``, provides :meth:`LLMUserMixin.send` (one attempt on one model) and
+calls :meth:`LLMUserMixin.setup_llm` in ``__init__``. Its one task is :meth:`LLMUserMixin.chat_once`: one client
+request through the :class:`~locust_llm.users.flow.Flow` (retries, fallbacks, hedging).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import gevent
+from locust.env import Environment
+
+from locust_llm import __version__
+from locust_llm.metrics import RequestResult
+from locust_llm.run import LLMRun, llm_run
+from locust_llm.users.attempt import FirstToken
+from locust_llm.users.flow import Flow
+
+__all__ = ["LLMUserMixin"]
+
+_NUMBERS = itertools.count(1)
+
+
+class LLMUserMixin:
+    """Mix into a Locust ``User``; subclasses implement :meth:`send`."""
+
+    first_request_spread_s = 1.0
+    """The first request waits a random fraction of this, so that a step's users do not fire in lock-step."""
+
+    llm: LLMRun
+
+    def setup_llm(self, environment: Environment) -> None:
+        self.llm = llm_run(environment)
+        self.config = config = self.llm.require_config()
+        self.user_number = next(_NUMBERS)
+        worker = getattr(environment.runner, "worker_index", 0)
+        seed = None if config.seed is None else f"{config.seed}:{worker}:{self.user_number}"
+        self.rng = random.Random(seed)
+        self.workload = config.workload
+        self.flow = Flow(self.send, self.llm.recorder, config.flow, self.rng)
+        self.user_agent = f"locust-llm/{__version__} (user {os.getpid()}-{self.user_number})"
+        self._intended_ns = 0
+
+    def send(
+        self,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        max_tokens: int,
+        intended_ns: int,
+        on_first_token: FirstToken | None,
+    ) -> RequestResult:
+        """One attempt of ``messages`` on ``model``, meant to start at ``intended_ns`` (see :class:`Flow`)."""
+        raise NotImplementedError
+
+    def think_time_s(self) -> float:
+        """Seconds to wait after a request before the next one (closed loop; default 0)."""
+        return 0.0
+
+    def wait_time(self) -> float:
+        seconds = self.think_time_s()
+        self._intended_ns = time.perf_counter_ns() + int(seconds * 1e9)
+        return seconds
+
+    def on_start(self) -> None:
+        delay = self.rng.random() * self.first_request_spread_s
+        self._intended_ns = time.perf_counter_ns() + int(delay * 1e9)
+        gevent.sleep(delay)
+
+    def chat_once(self) -> None:
+        """One client request (the user classes' task)."""
+        messages, max_tokens = self.workload.messages(self.rng)
+        self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
+
+    tasks: list[Any] = [chat_once]
+    """Locust collects a base class's ``tasks``: every user class that mixes this in runs :meth:`chat_once`."""

@@ -1,0 +1,61 @@
+"""`locust-llm flags` lists every flag Locust's parser gets from locust-llm, with its env var and default."""
+
+import json
+import subprocess
+import sys
+
+from tests.support.procs import clean_env
+
+# Building Locust's parser imports Locust (gevent patching): in a child process.
+LOCUST_PARSER = """
+import json, locust_llm
+from locust.argument_parser import get_parser
+locust_llm.install()
+group = next(g for g in get_parser()._action_groups if g.title == "locust-llm")
+print(json.dumps([[a.option_strings[0], getattr(a, "env_var", None), a.default] for a in group._group_actions]))
+"""
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "locust_llm.cli", *args], capture_output=True, text=True,
+                          timeout=60, env=clean_env())  # fmt: skip
+
+
+def test_flags_lists_every_flag_registered_on_locusts_parser_with_its_env_var():
+    proc = subprocess.run([sys.executable, "-c", LOCUST_PARSER], capture_output=True, text=True, timeout=60,
+                          env=clean_env())  # fmt: skip
+    registered = json.loads(proc.stdout)
+    assert len(registered) > 40, proc.stderr
+    listing = cli("flags")
+    assert listing.returncode == 0
+    lines = listing.stdout.splitlines()
+    for name, env_var, default in registered:
+        line = next((x for x in lines if x.startswith(f"  {name}  ")), None)
+        assert line is not None, f"{name} is missing from 'locust-llm flags'"
+        assert f"[env {env_var or '-'}]" in line, line
+        if default:
+            assert f"(default: {default})" in line, line
+
+
+def test_flags_are_grouped_as_in_readme_and_the_simulator_is_listed():
+    out = cli("flags").stdout
+    groups = ["Endpoint and model", "Workload", "Client behaviour", "Steps and validity", "Reports, SLA and prices",
+              "Regression gate", "Embedded simulator", "Simulator ('locust-llm sim'"]  # fmt: skip
+    positions = [out.index(g) for g in groups]
+    assert positions == sorted(positions)
+    assert "  --kv-blocks  [env LOCUST_LLM_SIM_KV_BLOCKS]" in out
+
+
+def test_help_texts_carry_no_rest_markup():
+    for args in (["--help"], ["sim", "--help"], ["report", "--help"], ["flags"]):
+        assert "``" not in cli(*args).stdout, args
+
+
+def test_simulator_flags_read_their_env_vars():
+    from locust_llm.sim.cli import SIM_FLAGS
+
+    env = clean_env(LOCUST_LLM_SIM_KV_BLOCKS="many")
+    proc = subprocess.run([sys.executable, "-m", "locust_llm.cli", "sim", "--port", "0"], capture_output=True,
+                          text=True, timeout=60, env=env)  # fmt: skip
+    assert proc.returncode == 2 and "--kv-blocks must be an integer, got 'many'" in proc.stderr
+    assert all(f.env_var and f.env_var.startswith("LOCUST_LLM_SIM_") for f in SIM_FLAGS)
