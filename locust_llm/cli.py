@@ -1,7 +1,8 @@
 """locust-llm: the tools around a run: report, compare, sim and flags.
 
-Runs themselves use 'locust -f locustfile.py'. Exit codes of report and compare: 0 fine, 1 regression (with a
-baseline), 2 bad input (with a one-line error).
+Runs themselves use 'locust -f locustfile.py'. Exit codes of report and compare, as of a run: 0 a valid sweep,
+1 a gate failed (a regression against the baseline, or an SLA that no step meets), 2 bad input (with a one-line
+error), 3 the measurement is invalid.
 """
 
 from __future__ import annotations
@@ -32,13 +33,13 @@ def _fail(command: str, message: object) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from locust_llm.reports.files import ReportInputError
     from locust_llm.reports.load import load_run
-    from locust_llm.reports.make import make_report
+    from locust_llm.reports.make import make_report, report_paths
 
     try:
         values = parse_flags(args, REPORT_FLAGS + GATE_FLAGS)
         run = load_run(args.prefix)
-        outcome = make_report(run, args.out or args.prefix, sla_from(values), prices_from(values), args.baseline,
-                              thresholds_from(values))  # fmt: skip
+        outcome = make_report(run, report_paths(args.out or args.prefix), sla_from(values), prices_from(values),
+                              args.baseline, thresholds_from(values))  # fmt: skip
     except (ConfigError, ReportInputError) as exc:
         return _fail("report", exc)
     print(outcome.text)
@@ -46,13 +47,17 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from locust_llm.reports.compare import GateInputError
+    from locust_llm.reports.compare import GateInputError, InvalidRunError
     from locust_llm.reports.make import gate, read_summary
+    from locust_llm.reports.verdict import EXIT_INVALID
 
     try:
         thresholds = thresholds_from(parse_flags(args, GATE_FLAGS))
         outcome = gate(read_summary(args.baseline, "the baseline"), read_summary(args.current, "the current run"),
                        thresholds)  # fmt: skip
+    except InvalidRunError as exc:
+        print(f"locust-llm compare: {exc}", file=sys.stderr)
+        return EXIT_INVALID
     except (GateInputError, ConfigError) as exc:
         return _fail("compare", exc)
     print(outcome.text)

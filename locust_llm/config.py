@@ -16,6 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from locust_llm.collect.health import Validity
 from locust_llm.options import FLAGS, parse_flags
 from locust_llm.parsers import ConfigError, Warmup
 from locust_llm.reports.compare import Thresholds
@@ -23,11 +24,16 @@ from locust_llm.sla import Prices, Sla
 from locust_llm.users.discipline import FlowConfig, RetryPolicy
 from locust_llm.workload.prompts import Length, Workload
 
-__all__ = ["RunConfig", "flow_from", "prices_from", "sla_from", "thresholds_from", "workload_from"]
+__all__ = ["RunConfig", "flow_from", "is_secret_header", "prices_from", "sla_from", "thresholds_from", "workload_from"]
 
 Values = Mapping[str, Any]
 
 _SECRET_HEADER = re.compile(r"(?i)key|token|auth|secret|cookie|password")
+
+
+def is_secret_header(name: str) -> bool:
+    """Header names whose values are secrets: anything like a key, token, auth, secret, cookie or password."""
+    return bool(_SECRET_HEADER.search(name))
 
 
 @dataclass(frozen=True)
@@ -41,7 +47,7 @@ class RunConfig:
     workload: Workload
     seed: int | None
     flow: FlowConfig
-    headers: tuple[tuple[str, str], ...]
+    headers: tuple[tuple[str, str], ...] = field(repr=False)
     steps: tuple[int, ...]
     step_duration_s: float
     request_timeout_s: float
@@ -49,6 +55,7 @@ class RunConfig:
     itl_events: bool
     max_generator_cpu_pct: float
     max_sched_lag_ms: float
+    min_step_requests: int
     sla: Sla
     prices: Prices
     report_dir: str | None
@@ -76,6 +83,7 @@ class RunConfig:
             itl_events=v["locust_itl_events"] == "each",
             max_generator_cpu_pct=v["max_generator_cpu"],
             max_sched_lag_ms=v["max_sched_lag"] * 1000.0,
+            min_step_requests=v["min_step_requests"],
             sla=sla_from(v),
             prices=prices_from(v),
             report_dir=v["llm_report"],
@@ -90,6 +98,11 @@ class RunConfig:
         """The configuration of a run given no flag at all."""
         return cls.from_options(object())
 
+    @property
+    def validity(self) -> Validity:
+        """The limits of a step's validity (see :mod:`locust_llm.collect.health`)."""
+        return Validity(self.max_generator_cpu_pct, self.max_sched_lag_ms, self.min_step_requests)
+
     def warmup_s(self, step_duration_s: float | None = None) -> float:
         """Warm-up excluded after each step change of ``step_duration_s`` (default: ``--step-duration``)."""
         return self.warmup.for_step(self.step_duration_s if step_duration_s is None else step_duration_s)
@@ -98,7 +111,7 @@ class RunConfig:
     def secrets(self) -> tuple[str, ...]:
         """Strings that must never be printed (see :func:`locust_llm.redact.redact`)."""
         keys = [self.api_key] if self.api_key else []
-        keys += [value for name, value in self.headers if _SECRET_HEADER.search(name)]
+        keys += [value for name, value in self.headers if is_secret_header(name) and value]
         return tuple(keys)
 
     def settings(self) -> dict[str, Any]:
@@ -121,6 +134,8 @@ class RunConfig:
             "warmup_s": self.warmup_s(),
             "max_generator_cpu_pct": self.max_generator_cpu_pct,
             "max_sched_lag_ms": self.max_sched_lag_ms,
+            "min_step_requests": self.min_step_requests,
+            "max_retry_wait_s": self.flow.policy.max_wait_s,
             "sla": self.sla.as_dict(),
             "prices": {
                 "input_usd_per_mtok": self.prices.input_usd_per_mtok,
@@ -152,6 +167,8 @@ def thresholds_from(v: Values) -> Thresholds:
         min_ttft_rise_ms=v["min_ttft_rise_ms"],
         min_itl_rise_ms=v["min_itl_rise_ms"],
         error_rate_rise_pp=v["max_error_rate_rise_pp"],
+        throughput_drop_pct=v["max_throughput_drop_pct"],
+        knee_p99_factor=v["max_knee_p99_factor"],
     )
 
 
@@ -174,7 +191,9 @@ def flow_from(v: Values) -> FlowConfig:
     fallbacks = tuple(m.strip() for m in (v["fallback_models"] or "").split(",") if m.strip())
     hedge = v["hedge_ttft_ms"]
     return FlowConfig(
-        policy=RetryPolicy(v["retry_policy"], v["max_retries"], v["backoff_base"], v["backoff_max"]),
+        policy=RetryPolicy(
+            v["retry_policy"], v["max_retries"], v["backoff_base"], v["backoff_max"], v["max_retry_wait"]
+        ),
         fallbacks=fallbacks,
         fallback_on=v["fallback_on"],
         hedge_after_s=None if hedge is None else hedge / 1000.0,

@@ -15,7 +15,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-__all__ = ["Outcome", "RequestResult", "StatusClass"]
+__all__ = ["SYSTEMATIC", "Outcome", "RequestResult", "StatusClass"]
+
+SYSTEMATIC = {
+    "http_400": "HTTP 400: the endpoint refuses the request itself (check --model, --max-tokens, the prompts and "
+    "--system-prompt against the model's context, and --extra-body)",
+    "http_401": "HTTP 401: the endpoint refuses the credentials (check OPENAI_API_KEY or --api-key)",
+    "http_403": "HTTP 403: the key may not use this model or endpoint (check the key's permissions and --model)",
+    "http_404": "HTTP 404: no such endpoint or model (check --host, the API base URL such as https://api.x.ai/v1, "
+    "and --model)",
+    "refused": "connection refused (check --host: is the server running and listening there?)",
+    "dns": "the host name does not resolve (check --host)",
+    "tls": "the TLS handshake failed (check the certificate of --host and the trusted CAs)",
+}
+"""Failures that no retry, no other user and no amount of waiting will fix: the run stops on them (see
+:mod:`locust_llm.failfast`). Key: ``RequestResult.cause``; value: what it means and what to check."""
 
 
 class StatusClass(StrEnum):
@@ -96,10 +110,16 @@ class RequestResult:
     retry_after_s: float | None = None
     stale: bool = False  # failed before any response byte, as a reused keep-alive connection the server closed does
     started_ns: int = 0  # when the attempt began, before a reconnect if there was one (0: at sent_ns)
+    cause: str = ""  # a systematic failure's signature (see SYSTEMATIC), e.g. "http_401" or "refused"
 
     @property
     def ok(self) -> bool:
         return self.outcome is Outcome.OK
+
+    @property
+    def status(self) -> int:
+        """The status the client acts on: 429 for a rate limit, also one sent inside a 200 stream."""
+        return 429 if self.outcome is Outcome.HTTP_429 else self.http_status
 
     def fail(self, outcome: Outcome, message: str) -> None:
         """Classify the request as failed; the first failure found wins."""

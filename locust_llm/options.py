@@ -129,6 +129,12 @@ GATE_FLAGS: tuple[Flag, ...] = tuple(
         ("--min-ttft-rise-ms", "20", "p99 TTFT rises below this never count."),
         ("--min-itl-rise-ms", "2", "p99 ITL rises below this never count."),
         ("--max-error-rate-rise-pp", "0.5", "allowed rise of the error rate, percentage points."),
+        (
+            "--max-throughput-drop-pct",
+            "10",
+            "allowed fall of output tok/s (the peak, and at each shared step), percent.",
+        ),
+        ("--max-knee-p99-factor", "3", "at the baseline's knee step, p99 may grow to this many times the baseline's."),
     )
 )
 """Thresholds of the regression gate (``--baseline`` on a run, ``locust-llm report``, ``locust-llm compare``)."""
@@ -141,7 +147,8 @@ FLAGS: tuple[Flag, ...] = (
          "variable; the key never appears in logs, CSVs, reports or the web UI.", "OPENAI_API_KEY",
          group="endpoint", web_ui=False, secret=True),
     Flag("--header", None, "Extra request header 'Name: value' (repeatable). Values of key/token/auth headers are "
-         "kept secret.", None, parse_headers, "endpoint", web_ui=False, multiple=True),
+         "kept secret. LOCUST_LLM_HEADERS adds more, one 'Name: value' per line, and keeps them off the command "
+         "line.", "LOCUST_LLM_HEADERS", parse_headers, "endpoint", web_ui=False, secret=True, multiple=True),
     Flag("--extra-body", None, 'JSON object merged into each request body, e.g. \'{"route": {"fallback": ["m2"]}}\'.',
          "LOCUST_LLM_EXTRA_BODY", parse_json_object, "endpoint", web_ui=False),
     Flag("--request-timeout", "120s", "Give up on a request after this long (whole request, from send to the end of "
@@ -173,6 +180,9 @@ FLAGS: tuple[Flag, ...] = (
          "LOCUST_LLM_BACKOFF_BASE", parse_duration_s, "client"),
     Flag("--backoff-max", "30s", "Longest backoff without Retry-After.", "LOCUST_LLM_BACKOFF_MAX", parse_duration_s,
          "client"),
+    Flag("--max-retry-wait", "60s", "Longest wait before trying a refusing model again, whatever its Retry-After "
+         "says; waits cut short are counted (retry_waits_capped).", "LOCUST_LLM_MAX_RETRY_WAIT", parse_duration_s,
+         "client"),
     Flag("--fallback-models", None, "Comma-separated models to try, in order, when the model refuses a request (see "
          "--fallback-on).", "LOCUST_LLM_FALLBACK_MODELS", group="client"),
     Flag("--fallback-on", "429,503", "HTTP statuses that send a request to the next fallback model.",
@@ -196,9 +206,13 @@ FLAGS: tuple[Flag, ...] = (
          "latencies it reports.", "LOCUST_LLM_MAX_GENERATOR_CPU", parse_percent, "steps"),
     Flag("--max-sched-lag", "10ms", "A step is marked invalid when the scheduling lag p99 (user ready -> request "
          "sent) exceeds this.", "LOCUST_LLM_MAX_SCHED_LAG", parse_duration_s, "steps"),
+    Flag("--min-step-requests", "10", "A step is marked invalid when its steady window holds fewer completed "
+         "requests (also when their E2E p50 exceeds half the window): lengthen --step-duration for long outputs.",
+         "LOCUST_LLM_MIN_STEP_REQUESTS", parse_nonnegative_int, "steps"),
     # reports
-    Flag("--llm-report", None, "At the end of the run, write report.html and summary.json to this directory and "
-         "print the knee and the recommended max concurrency.", "LOCUST_LLM_REPORT", group="report"),
+    Flag("--llm-report", None, "Write report.html and summary.json to this directory at the end of the run "
+         "(default: {prefix}_llm_report.html and {prefix}_llm_summary.json next to the --csv files; off: none). The "
+         "capacity summary is printed either way.", "LOCUST_LLM_REPORT", group="report"),
     Flag("--llm-summary-log", "off", "on: also print summary.json as one log line ('locust-llm-summary: {...}') at "
          "the end of the run, so that results survive pods that are gone (needs --llm-report).",
          "LOCUST_LLM_SUMMARY_LOG", parse_on_off, "report", web_ui=False),
@@ -219,10 +233,18 @@ def parse_flags(options: Any, flags: Iterable[Flag] = FLAGS) -> dict[str, Any]:
     values = {}
     for flag in flags:
         raw = getattr(options, flag.dest, None)
-        if raw is None and flag.secret and flag.env_var:
+        if flag.multiple and flag.env_var:  # the env var adds entries, one per line
+            raw = [*_as_list(raw), *os.environ.get(flag.env_var, "").splitlines()]
+        elif raw is None and flag.secret and flag.env_var:
             raw = os.environ.get(flag.env_var)
         values[flag.dest] = flag.value(raw)
     return values
+
+
+def _as_list(raw: Any) -> list[Any]:
+    if raw is None:
+        return []
+    return [raw] if isinstance(raw, str) else list(raw)
 
 
 _FALSE = ("", "0", "false", "off", "no")
@@ -249,7 +271,9 @@ def add_arguments(
             kwargs["action"] = "append"
         if not flag.switch:
             kwargs["default"] = flag.default
-        if flag.env_var and reads_env:
+        if flag.multiple:
+            pass  # a repeatable flag's env var adds entries: parse_flags reads it
+        elif flag.env_var and reads_env:
             kwargs["env_var"] = flag.env_var
         elif flag.env_var and os.environ.get(flag.env_var):
             env = os.environ[flag.env_var]

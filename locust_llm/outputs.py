@@ -7,14 +7,19 @@ Files, with ``--csv PREFIX`` (or, with only ``--llm-report DIR``, ``PREFIX = DIR
   at the end (atomically replaced);
 - ``{prefix}_llm_run.json``: how the run was made (settings without secrets, model, host without credentials,
   start time, versions, and the embedded simulator's analytic truth);
-- with ``--llm-report DIR`` or ``--baseline FILE``: ``summary.json`` and ``report.html``, made from the rows in
-  memory; with ``--baseline`` the exit code follows the gate (0 / 1), and bad input exits 2.
+- ``summary.json`` and ``report.html``, made from the rows in memory: in ``--llm-report DIR``, or by default
+  ``{prefix}_llm_summary.json`` and ``{prefix}_llm_report.html`` next to the CSVs (``--llm-report off``: none).
+
+The capacity summary is printed at the end of every run, and the exit code is its verdict
+(:mod:`locust_llm.reports.verdict`).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import os
+import sys
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -26,6 +31,7 @@ from locust_llm import __version__
 from locust_llm.collect.csvfile import steps_csv_path, workers_csv_path, write_csv
 from locust_llm.collect.rows import COLUMNS, WORKER_COLUMNS, StepRow, format_table
 from locust_llm.reports.files import ReportInputError, write_text_atomic
+from locust_llm.reports.verdict import EXIT_INPUT
 from locust_llm.run import LLMRun
 
 __all__ = ["CSV_REFRESH_S", "SUMMARY_LOG_PREFIX", "csv_prefix", "finish", "print_results", "rows", "start_refresh"]
@@ -46,7 +52,7 @@ def csv_prefix(run: LLMRun) -> str | None:
 
 def rows(run: LLMRun) -> list[StepRow]:
     config = run.require_config()
-    return run.collector.rows(config.max_generator_cpu_pct, config.max_sched_lag_ms)
+    return run.collector.rows(config.validity, config.prices)
 
 
 def write_csvs(run: LLMRun) -> None:
@@ -99,45 +105,75 @@ def without_credentials(url: str) -> str:
     return urlunsplit(parts)
 
 
-def _report(run: LLMRun, prefix: str, step_rows: list[StepRow], meta: dict[str, Any]) -> None:
-    """With ``--llm-report`` or ``--baseline``: the report from the rows in memory, and the gate's exit code."""
+def prepare() -> None:
+    """Import the report's modules now (plotly takes a while), so that the end of the run is quick: Locust's own
+    CSV writer fails on its closed files if the shutdown takes long (seen with --processes)."""
+    import locust_llm.reports.make  # noqa: F401
+
+
+def report_paths(run: LLMRun, prefix: str | None) -> tuple[Path, Path] | None:
+    """Where the report goes: ``--llm-report DIR``; by default next to the CSVs; nowhere with ``off`` or no CSVs."""
+    report_dir = run.require_config().report_dir
+    if report_dir and report_dir.lower() == "off":
+        return None
+    if report_dir:
+        return Path(report_dir) / "summary.json", Path(report_dir) / "report.html"
+    if prefix:
+        return Path(f"{prefix}_llm_summary.json"), Path(f"{prefix}_llm_report.html")
+    return None
+
+
+def _report(run: LLMRun, prefix: str | None, step_rows: list[StepRow], meta: dict[str, Any]) -> int | None:
+    """The capacity summary from the rows in memory (and the report files); the verdict's exit code."""
     from locust_llm.reports.history import locust_timeline
     from locust_llm.reports.load import LoadedRun
     from locust_llm.reports.make import make_report
 
     config = run.require_config()
-    loaded = LoadedRun(step_rows, "llm_steps", steps_csv_path(prefix), run_meta=meta, timeline=locust_timeline(prefix))
-    outcome = make_report(loaded, config.report_dir or prefix, config.sla, config.prices, config.baseline,
+    timeline = locust_timeline(prefix) if prefix else []
+    path = steps_csv_path(prefix) if prefix else Path("-")
+    loaded = LoadedRun(step_rows, "llm_steps", path, run_meta=meta, timeline=timeline)
+    outcome = make_report(loaded, report_paths(run, prefix), config.sla, config.prices, config.baseline,
                           config.gate)  # fmt: skip
     run.report_text = outcome.text
     if config.summary_log and outcome.summary is not None:
         line = json.dumps(outcome.summary, separators=(",", ":"), default=str)
         run.report_text += f"\n{SUMMARY_LOG_PREFIX}{line}"
-    if config.baseline or outcome.exit_code == 2:
-        run.environment.process_exit_code = outcome.exit_code
+    return outcome.exit_code
+
+
+def _exit_code_on_error_given() -> bool:
+    """Whether Locust's ``--exit-code-on-error`` was given explicitly (it then replaces the verdict)."""
+    given = any(a == "--exit-code-on-error" or a.startswith("--exit-code-on-error=") for a in sys.argv)
+    return given or bool(os.environ.get("LOCUST_EXIT_CODE_ON_ERROR"))
 
 
 def finish(run: LLMRun) -> None:
-    """End of the run: stop recording, write the CSVs, the run's metadata and the report (idempotent)."""
+    """End of the run: stop recording, write the CSVs and the run's metadata, make the capacity summary (and its
+    report files) and set the exit code to its verdict (:mod:`locust_llm.reports.verdict`). Idempotent."""
     if run.closed:
         return
     run.close()
     if run.writer is not None:
         run.writer.kill(block=False)
     prefix = csv_prefix(run)
-    if not prefix:
-        return
     step_rows = rows(run)
+    code: int | None = None
     try:
-        write_csvs(run)
         meta = run_meta(run, step_rows)
-        write_text_atomic(Path(f"{prefix}_llm_run.json"), json.dumps(meta, indent=2, default=str) + "\n")
-        if run.require_config().report_dir or run.require_config().baseline:
-            _report(run, prefix, step_rows, meta)
+        if prefix:
+            write_csvs(run)
+            write_text_atomic(Path(f"{prefix}_llm_run.json"), json.dumps(meta, indent=2, default=str) + "\n")
+        if step_rows:
+            code = _report(run, prefix, step_rows, meta)
     except (OSError, ReportInputError) as exc:
         logger.error("locust-llm: could not write the report: %s", exc)
         run.report_text = f"error: {exc}"
-        run.environment.process_exit_code = 2
+        code = EXIT_INPUT
+    if run.fatal_message:
+        code = EXIT_INPUT
+    if code is not None and (code == EXIT_INPUT or not _exit_code_on_error_given()):
+        run.environment.process_exit_code = code
 
 
 def print_results(run: LLMRun) -> None:

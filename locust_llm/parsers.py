@@ -96,6 +96,10 @@ class Warmup:
             return min(self.seconds_s, step_s)
         return min(max(5.0, 0.1 * step_s), 0.5 * step_s)
 
+    @property
+    def is_auto(self) -> bool:
+        return self.seconds_s is None and self.share is None
+
     def describe(self) -> str:
         if self.share is not None:
             return f"{100 * self.share:g}%"
@@ -207,17 +211,21 @@ _HEADER_NAME = re.compile(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+")
 
 
 def parse_headers(values: Any, flag: str = "--header") -> tuple[tuple[str, str], ...]:
-    """``'Name: value'`` (one string, or a list of them for a repeatable flag) -> ((name, value), ...)."""
+    """``'Name: value'`` (one string, or a list of them for a repeatable flag; blank entries are skipped) ->
+    ((name, value), ...). Errors never show a value, which may be a secret: only a valid-looking name, or the
+    header's position."""
     if not values:
         return ()
     if isinstance(values, str):
         values = [values]
     out = []
-    for text in values:
-        name, sep, value = str(text).partition(":")
-        if not sep or not _HEADER_NAME.fullmatch(name.strip()):
-            shown = name.strip() or text
-            raise ConfigError(f"{flag} must be 'Name: value' with a valid header name, got {shown!r}")
+    for number, text in enumerate((str(v) for v in values if str(v).strip()), start=1):
+        name, sep, value = text.partition(":")
+        if not sep:
+            raise ConfigError(f"{flag} must be 'Name: value', got header #{number} without a ':' (value not shown)")
+        if not _HEADER_NAME.fullmatch(name.strip()):
+            shown = repr(name.strip()) if len(name.strip()) <= 40 and " " not in name.strip() else f"#{number}"
+            raise ConfigError(f"{flag} must be 'Name: value' with a valid header name, got header {shown}")
         out.append((name.strip(), value.strip()))
     return tuple(out)
 

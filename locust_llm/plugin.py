@@ -13,10 +13,12 @@
 from __future__ import annotations
 
 import atexit
+import gc
 import logging
 import sys
 from typing import Any
 
+import gevent
 import locust
 from locust.env import Environment
 
@@ -24,7 +26,7 @@ from locust_llm import outputs
 from locust_llm.config import RunConfig
 from locust_llm.options import add_arguments
 from locust_llm.parsers import ConfigError
-from locust_llm.run import LLMRun, all_runs, find_run, llm_run, new_run
+from locust_llm.run import FATAL_MESSAGE, LLMRun, all_runs, find_run, llm_run, new_run
 from locust_llm.sim.launcher import EmbeddedSim, SimStartError
 
 __all__ = ["install", "llm_run"]
@@ -46,6 +48,8 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
     run.collector.attach()
     if run.is_worker:
         return
+    if run.role == "master":
+        runner.register_message(FATAL_MESSAGE, run.on_fatal_message)
     try:
         config = RunConfig.from_options(environment.parsed_options)
         if not environment.host:
@@ -53,6 +57,7 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
         run.configure()
     except (ConfigError, SimStartError, OSError) as exc:
         _fail_startup(run, str(exc))
+    outputs.prepare()
 
 
 def _start_embedded_sim(run: LLMRun, config: RunConfig) -> None:
@@ -92,6 +97,12 @@ def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
         outputs.start_refresh(run)
 
 
+def _on_test_stop(environment: Environment, **_kwargs: Any) -> None:
+    run = find_run(environment)
+    if run is not None:
+        run.runs += 1
+
+
 def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
     run = find_run(environment)
     if run is not None and not run.is_worker:
@@ -105,6 +116,17 @@ def _on_quit(**_kwargs: Any) -> None:
         outputs.print_results(run)
         if run.sim is not None:
             run.sim.stop()
+    _stop_locust_csv_writer()
+
+
+def _stop_locust_csv_writer() -> None:
+    """Locust closes its CSV files right after ``quit`` but leaves their writer greenlet running: a process that
+    yields after that (a --processes master waiting for its workers) logs ``I/O operation on closed file``. Let the
+    writer write once more now, then stop it."""
+    gevent.sleep(0)
+    for obj in gc.get_objects():
+        if isinstance(obj, gevent.Greenlet) and getattr(getattr(obj, "_run", None), "__name__", "") == "stats_writer":
+            obj.kill(block=False)
 
 
 def install(events: Any = None) -> None:
@@ -116,5 +138,6 @@ def install(events: Any = None) -> None:
     events.init_command_line_parser.add_listener(add_arguments)
     events.init.add_listener(_on_init)
     events.test_start.add_listener(_on_test_start)
+    events.test_stop.add_listener(_on_test_stop)
     events.quitting.add_listener(_on_quitting)
     events.quit.add_listener(_on_quit)

@@ -1,17 +1,20 @@
 """The recorder: the one place that files a measured request and fires Locust's ``request`` events.
 
-For each attempt (:meth:`Recorder.record`): whether it meets the SLA per request is judged
-(:meth:`~locust_llm.sla.Sla.good`), it is filed in the per-step statistics (the collector), and Locust's events
+For each attempt (:meth:`Recorder.record`): it is filed in the per-step statistics (the collector), and Locust's events
 ``TTFT``, ``ITL`` (one per gap, unless ``--locust-itl-events off``) and ``E2E`` (failures, with the classified
-message) fire with name = model. Client requests (retries and waits included) and per-step counters are filed too.
+message) fire with name = model. Client requests (retries and waits included), judged against the SLA
+(:meth:`~locust_llm.sla.Sla.good`), and per-step counters are filed too.
+Every attempt also goes through the fail-fast rule (:mod:`locust_llm.failfast`).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from locust_llm.collect.collector import Collector
+from locust_llm.failfast import FailFast
 from locust_llm.metrics import RequestResult
 from locust_llm.sla import Sla
 
@@ -26,9 +29,12 @@ class LLMError(Exception):
 
 
 class Recorder:
-    def __init__(self, events: Any, collector: Collector) -> None:
+    def __init__(self, events: Any, collector: Collector, on_fatal: Callable[[str], None]) -> None:
         self.events = events
         self.collector = collector
+        self.on_fatal = on_fatal
+        """Called once with the message that stops the run (see :mod:`locust_llm.failfast`)."""
+        self.failfast = FailFast()
         self.sla = Sla()
         self.itl_events = True
 
@@ -41,7 +47,10 @@ class Recorder:
         collector = self.collector
         if collector.closed:
             return
-        collector.record(result, self.sla.good(result))
+        collector.record(result)
+        message = self.failfast.feed(result)
+        if message is not None:
+            self.on_fatal(message)
         fire = self.events.request.fire
         model = result.model
         ttft = result.ttft_ns
@@ -64,6 +73,7 @@ class Recorder:
         """Add ``n`` to a per-step counter (retries, fallbacks, reconnects, ...) of ``model``."""
         self.collector.count(name, model, n, time.perf_counter_ns() if at_ns is None else at_ns)
 
-    def record_client(self, model: str, sent_ns: int, end_ns: int, ok: bool) -> None:
-        """A client request, its retries and waits included (see :mod:`locust_llm.users.flow`)."""
-        self.collector.record_client(model, sent_ns, end_ns, ok)
+    def record_client(self, model: str, intended_ns: int, final: RequestResult) -> None:
+        """A client request that began at ``intended_ns``, its retries and waits included, ended with ``final``
+        (see :mod:`locust_llm.users.flow`); judged against the SLA from its intended start."""
+        self.collector.record_client(model, intended_ns, final, self.sla.good(final, intended_ns))

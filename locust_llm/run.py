@@ -8,23 +8,29 @@ state and the few transitions of a run (configure, begin a step, end); recording
 from __future__ import annotations
 
 import logging
+import sys
 import weakref
 from datetime import UTC, datetime
+from types import SimpleNamespace
 from typing import Any
 
+import gevent
 from locust.env import Environment
 from locust.exception import StopTest
 from locust.runners import MasterRunner, WorkerRunner
 
 from locust_llm.collect.collector import Collector
-from locust_llm.config import RunConfig
+from locust_llm.collect.health import needed_step_s
+from locust_llm.config import RunConfig, is_secret_header
 from locust_llm.parsers import ConfigError
 from locust_llm.recorder import Recorder
 from locust_llm.sim.launcher import EmbeddedSim
 
-__all__ = ["LLMRun", "all_runs", "find_run", "llm_run", "new_run"]
+__all__ = ["FATAL_MESSAGE", "LLMRun", "all_runs", "find_run", "llm_run", "new_run"]
 
 logger = logging.getLogger("locust_llm")
+
+FATAL_MESSAGE = "locust_llm_fatal"
 
 _RUNS: weakref.WeakKeyDictionary[Environment, LLMRun] = weakref.WeakKeyDictionary()
 
@@ -45,10 +51,31 @@ class LLMRun:
         self.model = ""
         self.sim: EmbeddedSim | None = None
         self.collector = Collector(environment, self.role)
-        self.recorder = Recorder(environment.events, self.collector)
+        self.recorder = Recorder(environment.events, self.collector, self.fatal)
         self.started = datetime.now(UTC)
         self.report_text = ""
         self.writer: Any = None  # the greenlet refreshing the CSVs (see locust_llm.outputs)
+        self.fatal_message = ""  # why the run was stopped (see fatal); it then exits with code 2
+        self.runs = 0  # runs ended so far in this process (test_stop); shapes start afresh when it changes
+        options = environment.parsed_options
+        self._own_key = getattr(options, "api_key", None)
+        self._own_headers = list(getattr(options, "header", None) or [])
+        if self.role == "master" and options is not None:
+            self._keep_secrets_home(options)
+
+    def _keep_secrets_home(self, options: Any) -> None:
+        """Locust's master sends its options to every worker in plain text: blank the key and secret headers there.
+        Workers take theirs from their own environment (OPENAI_API_KEY, LOCUST_LLM_HEADERS)."""
+        options.api_key = None
+        options.header = [h for h in self._own_headers if not is_secret_header(str(h).partition(":")[0])] or None
+
+    def _options(self) -> Any:
+        """The parsed options, with this process's own key and headers put back (what the master never sends)."""
+        values = dict(vars(self.environment.parsed_options or SimpleNamespace()))
+        values["api_key"] = values.get("api_key") or self._own_key
+        received = [h for h in values.get("header") or [] if h not in self._own_headers]
+        values["header"] = [*self._own_headers, *received] or None
+        return SimpleNamespace(**values)
 
     @property
     def is_worker(self) -> bool:
@@ -62,7 +89,7 @@ class LLMRun:
 
     def configure(self) -> RunConfig:
         """(Re)build the config from the environment's parsed options; raises :class:`ConfigError`."""
-        config = RunConfig.from_options(self.environment.parsed_options)
+        config = RunConfig.from_options(self._options())
         host = self.environment.host
         if config.model is None and host and (self.sim is None or host != self.sim.url):
             raise ConfigError(f"--model is required with --host (e.g. --model grok-4), got --host {host}")
@@ -72,10 +99,63 @@ class LLMRun:
         return config
 
     def begin_step(self, step: int, users: int, step_duration_s: float | None = None) -> None:
-        """Stamp the start of step number ``step`` (from 1) with ``users`` users."""
-        warmup_s = self.require_config().warmup_s(step_duration_s)
+        """Stamp the start of step number ``step`` (from 1) with ``users`` users.
+
+        With ``--warmup auto``, the warm-up also covers the previous step's E2E p90, so that requests sent under the
+        old user count end before the steady window opens; at most half the step. After the first step, a warning
+        says how long steps must be when the configured ones are too short for this workload."""
+        config = self.require_config()
+        duration = config.step_duration_s if step_duration_s is None else step_duration_s
+        warmup_s = config.warmup_s(duration)
+        note = ""
+        if step > 1:
+            e2e, requests, req_s = self.collector.step_e2e(step - 1)
+            p90_s = e2e.quantile(0.9) / 1e9 if e2e.count else 0.0
+            if config.warmup.is_auto and p90_s > warmup_s:
+                warmup_s = min(p90_s, 0.5 * duration)
+                note = f", covering the previous step's E2E p90 of {p90_s:.1f} s"
+                note += " (capped at half the step)" if p90_s > warmup_s else ""
+            if step == 2:
+                self._advise_step_length(duration, e2e, requests, req_s)
         self.collector.begin_step(step, users, int(warmup_s * 1e9))
-        logger.info("locust-llm step %d: %d users (warm-up %.1f s)", step, users, warmup_s)
+        logger.info("locust-llm step %d: %d users (warm-up %.1f s%s)", step, users, warmup_s, note)
+
+    def _advise_step_length(self, duration_s: float, e2e: Any, requests: int, req_s: float) -> None:
+        config = self.require_config()
+        if not e2e.count:
+            if not requests:
+                logger.warning("locust-llm: no request of step 1 completed within its %.0f s: steps must be longer "
+                               "than the requests (lengthen --step-duration)", duration_s)  # fmt: skip
+            return
+        p50_s, p90_s = e2e.quantile(0.5) / 1e9, e2e.quantile(0.9) / 1e9
+        needed = needed_step_s(p50_s, p90_s, req_s, config.min_step_requests, config.warmup_s(duration_s))
+        if needed > duration_s:
+            logger.warning(
+                "locust-llm: steps of %.0f s are too short for this workload (E2E p50 %.1f s, p90 %.1f s): use "
+                "--step-duration %.0fs or more, or its steps will be marked invalid",
+                duration_s, p50_s, p90_s, needed,
+            )  # fmt: skip
+
+    def fatal(self, message: str, stop: bool = True) -> None:
+        """Stop the run: it cannot measure anything (``message`` says why and what to fix). Exit code 2. ``stop``:
+        also stop the runner (a shape stops it itself by ending)."""
+        runner = self.environment.runner
+        assert runner is not None
+        if self.is_worker:
+            runner.send_message(FATAL_MESSAGE, {"message": message})
+            return
+        if self.fatal_message:
+            return
+        self.fatal_message = message
+        sys.stderr.write(f"locust-llm: error: {message}\n")
+        self.environment.process_exit_code = 2
+        headless = bool(getattr(self.environment.parsed_options, "headless", False))
+        if stop:
+            gevent.spawn(runner.quit if headless else runner.stop)
+
+    def on_fatal_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        """Master: a worker's fail-fast fired."""
+        self.fatal(str(msg.data.get("message", "a worker stopped the run")))
 
     def end(self) -> None:
         """The shape has ended: samples from now on are filed as *drain*."""

@@ -1,11 +1,19 @@
 """Service-level objectives and prices: what "good enough" and "how much" mean for a run. Pure.
 
-A **step** meets the SLA when each given limit holds for it: ``ttft_p99_ms``, ``itl_p99_ms`` and ``e2e_p99_ms``
-bound the step's 99th percentiles, and ``max_error_rate`` bounds ``errors / requests``.
+The SLA judges what users feel. A **step** meets it when each given limit holds for it:
 
-A **request** is *good* (it counts towards goodput) when it succeeded, its TTFT is within ``ttft_p99_ms``, its
-E2E within ``e2e_p99_ms``, and the 99th percentile of its own ITL gaps (nearest rank; the largest gap of a short
-stream) within ``itl_p99_ms``. With no limit given, every successful request is good.
+- ``ttft_p99_ms`` and ``e2e_p99_ms`` bound the step's *client-perceived* 99th percentiles (``client_ttft_p99_ms``,
+  ``client_e2e_p99_ms``: from each client request's intended start, its waits, retries, fallbacks and hedges
+  included); rows that have none (plain Locust CSVs) are judged on the attempts' ``ttft_p99_ms``/``e2e_p99_ms``;
+- ``itl_p99_ms`` bounds the p99 of every gap between tokens;
+- ``max_error_rate`` bounds the share of client requests that failed, ``1 - client_ok / client_requests`` (of
+  attempts, ``errors / requests``, without client figures). When an SLA sets a latency limit but no error limit,
+  :data:`DEFAULT_MAX_ERROR_RATE` (1 %) applies: a step where a material share of users got no answer never meets
+  an SLA.
+
+A **client request** is *good* (it counts towards goodput) when it succeeded, its client-perceived TTFT is within
+``ttft_p99_ms``, its E2E within ``e2e_p99_ms``, and the 99th percentile of the final attempt's ITL gaps (nearest
+rank; the largest gap of a short stream) within ``itl_p99_ms``. With no limit given, every success is good.
 """
 
 from __future__ import annotations
@@ -17,7 +25,9 @@ from typing import Any
 
 from locust_llm.metrics import RequestResult
 
-__all__ = ["Prices", "Sla"]
+__all__ = ["DEFAULT_MAX_ERROR_RATE", "Prices", "Sla", "error_rate", "judged"]
+
+DEFAULT_MAX_ERROR_RATE = 0.01
 
 
 @dataclass(frozen=True)
@@ -31,17 +41,39 @@ class Sla:
     def given(self) -> bool:
         return any(v is not None for v in asdict(self).values())
 
+    @property
+    def error_limit(self) -> float | None:
+        """``max_error_rate``, or :data:`DEFAULT_MAX_ERROR_RATE` when only latency limits are given."""
+        if self.max_error_rate is not None or not self.given:
+            return self.max_error_rate
+        return DEFAULT_MAX_ERROR_RATE
+
     def as_dict(self) -> dict[str, float | None]:
         return asdict(self)
 
-    def good(self, result: RequestResult) -> bool:
-        """Whether one request meets the per-request reading of the SLA (see the module docstring)."""
+    def describe(self) -> str:
+        """The limits in words, e.g. ``TTFT p99 <= 500 ms, error rate <= 1% (default)``."""
+        parts = [f"{label} <= {limit:g} ms" for label, _, limit in self._latency_limits()]
+        limit = self.error_limit
+        if limit is not None:
+            parts.append(f"error rate <= {100 * limit:g}%" + (" (default)" if self.max_error_rate is None else ""))
+        return ", ".join(parts)
+
+    def _latency_limits(self) -> list[tuple[str, str, float]]:
+        limits = (("TTFT p99", "ttft_p99_ms", self.ttft_p99_ms), ("ITL p99", "itl_p99_ms", self.itl_p99_ms),
+                  ("E2E p99", "e2e_p99_ms", self.e2e_p99_ms))  # fmt: skip
+        return [(label, column, limit) for label, column, limit in limits if limit is not None]
+
+    def good(self, result: RequestResult, start_ns: int | None = None) -> bool:
+        """Whether one request meets the per-request reading of the SLA (see the module docstring), its TTFT and
+        E2E measured from ``start_ns`` (a client request's intended start) or else from the attempt's send."""
         if not result.ok:
             return False
-        ttft = result.ttft_ns
+        start = result.sent_ns if start_ns is None else start_ns
+        ttft = result.token_ns[0] - start if result.token_ns else None
         if self.ttft_p99_ms is not None and (ttft is None or ttft > self.ttft_p99_ms * 1e6):
             return False
-        if self.e2e_p99_ms is not None and result.e2e_ns > self.e2e_p99_ms * 1e6:
+        if self.e2e_p99_ms is not None and result.end_ns - start > self.e2e_p99_ms * 1e6:
             return False
         if self.itl_p99_ms is not None:
             gaps = sorted(result.itl_gaps_ns())
@@ -50,29 +82,33 @@ class Sla:
         return True
 
     def failures(self, step: Mapping[str, Any]) -> list[str]:
-        """The limits a per-step row (``ttft_p99_ms``, ..., ``requests``, ``errors``) breaks, as readable text."""
+        """The limits a per-step row breaks (module docstring), as readable text."""
         out = []
-        for key, column, label in (
-            ("ttft_p99_ms", "ttft_p99_ms", "TTFT p99"),
-            ("itl_p99_ms", "itl_p99_ms", "ITL p99"),
-            ("e2e_p99_ms", "e2e_p99_ms", "E2E p99"),
-        ):
-            limit = getattr(self, key)
-            if limit is None:
-                continue
-            value = step.get(column)
+        for label, column, limit in self._latency_limits():
+            value = step.get(judged(step, column))
             if value is None:
                 out.append(f"{label} unknown (no successful request)")
             elif value > limit:
                 out.append(f"{label} {value:.0f} ms > {limit:g} ms")
-        if self.max_error_rate is not None:
+        error_limit = self.error_limit
+        if error_limit is not None:
             rate = error_rate(step)
-            if rate > self.max_error_rate:
-                out.append(f"error rate {100 * rate:.1f}% > {100 * self.max_error_rate:g}%")
+            if rate > error_limit:
+                out.append(f"error rate {100 * rate:.1f}% > {100 * error_limit:g}%")
         return out
 
 
+def judged(step: Mapping[str, Any], column: str) -> str:
+    """The column an SLA limit on ``column`` judges: the client-perceived one when the row has it."""
+    client = f"client_{column}"
+    return client if column in ("ttft_p99_ms", "e2e_p99_ms") and step.get(client) is not None else column
+
+
 def error_rate(step: Mapping[str, Any]) -> float:
+    """Failed client requests / client requests; failed attempts / attempts without client figures."""
+    clients = step.get("client_requests") or 0
+    if clients:
+        return (clients - (step.get("client_ok") or 0)) / clients
     requests = step.get("requests") or 0
     return (step.get("errors") or 0) / requests if requests else 0.0
 

@@ -5,7 +5,8 @@ No I/O here: bytes go in, events come out. The decoder follows the WHATWG "event
 - a line ends at ``\\n``, ``\\r\\n`` or a lone ``\\r`` (a ``\\r\\n`` split across two feeds is one ending);
 - ``:`` starts a comment line, which is ignored;
 - ``field: value`` (one leading space of the value is dropped); ``data`` lines of one event are joined with ``\\n``;
-- a blank line dispatches the event; an event whose data buffer is empty is not dispatched.
+- a blank line dispatches the event; an event whose data is empty (no ``data`` line, or only a bare ``data:``,
+  which some proxies send as a keep-alive) is not dispatched.
 
 One leniency: :meth:`SSEDecoder.finish` dispatches a last event that was not followed by a blank line, because some
 servers end the stream right after their final ``data:`` line.
@@ -102,12 +103,12 @@ class SSEDecoder:
         return events
 
     def _dispatch(self) -> SSEEvent | None:
-        if not self._data:
+        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
+        self._data = []
+        if not data:
             self._event = ""
             return None
-        data = self._data[0] if len(self._data) == 1 else b"\n".join(self._data)
         event = SSEEvent(data, self._event or "message", self._id)
-        self._data = []
         self._event = ""
         return event
 
@@ -129,6 +130,8 @@ class ChatChunk:
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     error: str | None = None
+    error_status: int | None = None  # 429 when the error sent inside the stream is a rate limit
+    retry_after_s: float | None = None  # the error object's retry_after / retry_after_ms, when it has one
     done: bool = False
 
 
@@ -142,11 +145,15 @@ TOKEN_FIELDS = ("content", "reasoning_content", "reasoning", "tool_calls")
 def parse_chunk(data: bytes) -> ChatChunk:
     """Parse one SSE ``data`` payload of ``/chat/completions`` with ``stream: true``.
 
-    Handles content deltas, ``finish_reason``, the final ``usage`` chunk (``choices: []``), ``[DONE]`` and error
-    objects sent inside the stream (``{"error": {"message": ...}}``). Raises :class:`MalformedChunk` otherwise.
+    Handles content deltas, ``finish_reason``, the final ``usage`` chunk (``choices: []``), ``[DONE]``, whitespace
+    (ignored) and error objects sent inside the stream (``{"error": {"message": ...}}``; a rate limit among them is
+    flagged with ``error_status`` 429). Raises :class:`MalformedChunk` otherwise, also for a ``usage`` that is not
+    an object.
     """
     if data == b"[DONE]":
         return _DONE
+    if not data.strip():
+        return _EMPTY
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
@@ -154,11 +161,13 @@ def parse_chunk(data: bytes) -> ChatChunk:
     if not isinstance(obj, dict):
         raise MalformedChunk(f"stream chunk is not a JSON object: {_preview(data)}")
     if obj.get("error"):
-        return ChatChunk(error=error_message(obj["error"]))
+        return _error_chunk(obj["error"])
     choices = obj.get("choices")
     usage = obj.get("usage")
     if choices is None and usage is None:
         raise MalformedChunk(f"stream chunk has neither 'choices' nor 'usage': {_preview(data)}")
+    if usage is not None and not isinstance(usage, dict):
+        raise MalformedChunk(f"'usage' is not an object: {_preview(data)}")
     has_token, finish_reason = _scan_choices(choices, data)
     if usage:
         return ChatChunk(
@@ -198,6 +207,28 @@ def _scan_choices(choices: Any, data: bytes) -> tuple[bool, str | None]:
 
 def _other_token(delta: dict[str, Any]) -> bool:
     return any(delta.get(field) for field in TOKEN_FIELDS[1:])
+
+
+_RATE_LIMIT_WORDS = ("rate_limit", "rate limit", "too_many_requests", "too many requests")
+
+
+def _error_chunk(error: Any) -> ChatChunk:
+    """An error object sent inside a stream. A rate limit (code, type or status 429, or "rate limit" in it) gets
+    ``error_status`` 429, with its ``retry_after_ms`` / ``retry_after`` (seconds) when given."""
+    status = None
+    retry_after = None
+    if isinstance(error, dict):
+        words = " ".join(str(error.get(k, "")) for k in ("code", "type", "message")).lower()
+        if any(w in words for w in _RATE_LIMIT_WORDS) or 429 in (error.get("status"), error.get("code")):
+            status = 429
+        for key, scale in (("retry_after_ms", 0.001), ("retry_after", 1.0)):
+            value = error.get(key)
+            if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < float("inf"):
+                retry_after = value * scale
+                break
+    elif "rate limit" in str(error).lower():
+        status = 429
+    return ChatChunk(error=error_message(error), error_status=status, retry_after_s=retry_after)
 
 
 def error_message(error: Any) -> str:

@@ -23,10 +23,11 @@ from typing import Any
 import gevent
 import psutil
 
-from locust_llm.collect.health import StepHealth, invalid_reasons
+from locust_llm.collect.health import StepHealth, Validity, invalid_reasons
 from locust_llm.collect.rows import StepRow, StepWindow, WorkerRow, step_rows
-from locust_llm.collect.stats import StatsTable
+from locust_llm.collect.stats import STEADY, WARMUP, StatsTable
 from locust_llm.collect.timeline import Timeline
+from locust_llm.histogram import Histogram
 from locust_llm.metrics import RequestResult
 from locust_llm.sla import Prices
 
@@ -97,17 +98,17 @@ class Collector:
 
     # -- recording ---------------------------------------------------------------------------------------------
 
-    def record(self, result: RequestResult, good: bool = False) -> None:
+    def record(self, result: RequestResult) -> None:
         if not self.closed:
-            self.table.add(result, self.timeline.locate, good)
+            self.table.add(result, self.timeline.locate)
 
     def count(self, name: str, model: str, n: int, at_ns: int) -> None:
         if not self.closed:
             self.table.bump(name, model, n, at_ns, self.timeline.locate)
 
-    def record_client(self, model: str, sent_ns: int, end_ns: int, ok: bool) -> None:
+    def record_client(self, model: str, intended_ns: int, final: RequestResult, good: bool = False) -> None:
         if not self.closed:
-            self.table.add_client(model, sent_ns, end_ns, ok, self.timeline.locate)
+            self.table.add_client(model, intended_ns, final, self.timeline.locate, good)
 
     # -- steps (master / local) --------------------------------------------------------------------------------
 
@@ -208,7 +209,7 @@ class Collector:
         """Everything recorded: this process's samples plus, on the master, the workers'."""
         return StatsTable().merge(self.table).merge(self.merged)
 
-    def windows(self, max_cpu_pct: float, max_lag_ms: float) -> list[StepWindow]:
+    def windows(self, validity: Validity) -> list[StepWindow]:
         marks = self.timeline.marks
         if not marks or self.began_ns is None:
             return []
@@ -219,13 +220,15 @@ class Collector:
             until = marks[i + 1].began_ns if i + 1 < len(marks) else end_ns
             start = mark.began_ns + mark.warmup_ns
             health = self.health.get(mark.step, StepHealth())
-            reasons = invalid_reasons(mark.step, health, table, max_cpu_pct, max_lag_ms)
+            window_s = max(0.0, (until - start) / 1e9)
+            reasons = invalid_reasons(mark.step, health, table, validity.max_cpu_pct, validity.max_lag_ms, window_s,
+                                      validity.min_requests, validity.max_e2e_share)  # fmt: skip
             out.append(
                 StepWindow(
                     step=mark.step,
                     users=mark.users,
                     start_s=(start - self.began_ns) / 1e9,
-                    duration_s=max(0.0, (until - start) / 1e9),
+                    duration_s=window_s,
                     warmup_s=mark.warmup_ns / 1e9,
                     cpu_max_pct=health.cpu_max,
                     workers=health.workers_min if self.role == "master" else None,
@@ -234,8 +237,25 @@ class Collector:
             )
         return out
 
-    def rows(self, max_cpu_pct: float, max_lag_ms: float, prices: Prices | None = None) -> list[StepRow]:
-        return step_rows(self.results(), self.windows(max_cpu_pct, max_lag_ms), prices)
+    def rows(self, validity: Validity, prices: Prices | None = None) -> list[StepRow]:
+        return step_rows(self.results(), self.windows(validity), prices)
+
+    def step_e2e(self, step: int) -> tuple[Histogram, int, float]:
+        """Step ``step`` so far, all models, warm-up and steady: its successful requests' E2E histogram, its
+        completed requests and its steady requests per second."""
+        e2e, requests, steady = Histogram(), 0, 0
+        for key, stats in self.results():
+            if key.step == step and key.phase in (STEADY, WARMUP):
+                e2e.merge(stats.hist["e2e"])
+                requests += stats.counts["requests"]
+                steady += stats.counts["requests"] if key.phase == STEADY else 0
+        marks = [m for m in self.timeline.marks if m.step == step]
+        if not marks:
+            return e2e, requests, 0.0
+        later = [m.began_ns for m in self.timeline.marks if m.began_ns > marks[0].began_ns]
+        until = later[0] if later else (self.ended_ns or time.perf_counter_ns())
+        window_s = (until - marks[0].began_ns - marks[0].warmup_ns) / 1e9
+        return e2e, requests, steady / window_s if window_s > 0 else 0.0
 
     def worker_rows(self) -> list[WorkerRow]:
         """Per worker, step and phase: requests, ok and tokens (the master's breakdown of what it merged)."""

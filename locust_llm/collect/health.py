@@ -7,9 +7,13 @@ with it, so a step is marked invalid (never silently analysed) when, during the 
    core (each process samples its own CPU once a second; the step keeps the maximum);
 2. a worker was lost (the master saw it go missing);
 3. the scheduling lag p99 (a user was ready, but its request went out later) of a model's steady window exceeded
-   ``max_lag_ms``.
+   ``max_lag_ms``;
+4. its steady window holds fewer than ``min_requests`` completed requests (all models): too few to describe it;
+5. the E2E p50 of its successful requests (all models) exceeds ``max_e2e_share`` (half) of the steady window:
+   requests that long mostly started under another step's load, so the window does not describe its own.
 
-Each rule that fires adds one readable reason.
+Each rule that fires adds one readable reason. Steps long enough for rules 4 and 5 are at least
+:func:`needed_step_s` long.
 """
 
 from __future__ import annotations
@@ -17,8 +21,21 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from locust_llm.collect.stats import STEADY, StatsTable
+from locust_llm.histogram import Histogram
 
-__all__ = ["StepHealth", "invalid_reasons"]
+__all__ = ["MAX_E2E_SHARE", "StepHealth", "Validity", "invalid_reasons", "needed_step_s"]
+
+MAX_E2E_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Validity:
+    """The limits of rules 1-5 (module docstring)."""
+
+    max_cpu_pct: float
+    max_lag_ms: float
+    min_requests: int = 0
+    max_e2e_share: float = MAX_E2E_SHARE
 
 
 @dataclass
@@ -44,9 +61,17 @@ class StepHealth:
 
 
 def invalid_reasons(
-    step: int, health: StepHealth, table: StatsTable, max_cpu_pct: float, max_lag_ms: float
+    step: int,
+    health: StepHealth,
+    table: StatsTable,
+    max_cpu_pct: float,
+    max_lag_ms: float,
+    window_s: float | None = None,
+    min_requests: int = 0,
+    max_e2e_share: float = MAX_E2E_SHARE,
 ) -> list[str]:
-    """The reasons step ``step`` is invalid (rules 1-3 of the module docstring, in that order); empty when valid."""
+    """The reasons step ``step`` is invalid (rules 1-5 of the module docstring, in that order); empty when valid.
+    Rules 4 and 5 need the steady window's length ``window_s``."""
     reasons = [
         f"generator saturated: {name} CPU {pct:.0f}% > {max_cpu_pct:g}%"
         for name, pct in sorted(health.cpu_max_pct.items())
@@ -59,4 +84,34 @@ def invalid_reasons(
             p99_ms = lag.quantile(0.99) / 1e6
             if p99_ms > max_lag_ms:
                 reasons.append(f"scheduling lag p99 {p99_ms:.1f} ms > {max_lag_ms:g} ms ({key.model})")
+    if window_s is not None:
+        reasons += _length_reasons(step, table, window_s, min_requests, max_e2e_share)
     return reasons
+
+
+def _length_reasons(step: int, table: StatsTable, window_s: float, min_requests: int, share: float) -> list[str]:
+    requests = 0
+    e2e = Histogram()
+    for key, stats in table:
+        if key.step == step and key.phase == STEADY:
+            requests += stats.counts["requests"]
+            e2e.merge(stats.hist["e2e"])
+    reasons = []
+    if requests < min_requests:
+        reasons.append(
+            f"too few completed requests in the steady window: {requests} < {min_requests} (lengthen --step-duration)"
+        )
+    if e2e.count and e2e.quantile(0.5) / 1e9 > share * window_s:
+        reasons.append(
+            f"requests too long for the step: E2E p50 {e2e.quantile(0.5) / 1e9:.1f} s > {100 * share:g}% of the "
+            f"{window_s:.1f} s steady window (lengthen --step-duration)"
+        )
+    return reasons
+
+
+def needed_step_s(e2e_p50_s: float, e2e_p90_s: float, req_s: float, min_requests: int, warmup_s: float) -> float:
+    """How long a step must last for this workload: a warm-up that covers the previous step's E2E p90 (at least
+    ``warmup_s``), then a steady window of at least twice the E2E p50 (rule 5) holding ``min_requests`` completed
+    requests at ``req_s`` (rule 4): ``max(warmup, p90) + max(p50 / share, min_requests / req_s)``."""
+    window = max(e2e_p50_s / MAX_E2E_SHARE, min_requests / req_s if req_s > 0 else 0.0)
+    return max(warmup_s, e2e_p90_s) + window

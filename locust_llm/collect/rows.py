@@ -2,9 +2,9 @@
 
 For each step's steady window ``[began + warmup, next step began (or the end of the run))`` of length ``D``:
 
-- ``req_s = requests / D``; ``output_tok_s = completion_tokens / D``; ``goodput_req_s = good / D`` where a
-  request is good when it succeeded and met the run's SLA per request (see :mod:`locust_llm.sla`; with no SLA
-  every success is good);
+- ``req_s = requests / D``; ``output_tok_s = completion_tokens / D``; ``goodput_req_s = client_good / D`` where a
+  client request is good when it succeeded and met the run's SLA from its intended start (see
+  :mod:`locust_llm.sla`; with no SLA every success is good);
 - ``errors = requests - ok``; percentiles are nearest-rank from the histograms, in milliseconds;
 - ``cost_usd = prompt_tokens * price_in / 1e6 + completion_tokens * price_out / 1e6`` when prices are given.
 """
@@ -67,10 +67,13 @@ class StepRow(TypedDict):
     invalid_reasons: str
     client_requests: int
     client_ok: int
+    client_ttft_p50_ms: float | None
+    client_ttft_p99_ms: float | None
     client_e2e_p50_ms: float | None
     client_e2e_p99_ms: float | None
     retries: int
     retry_wait_s: float
+    retry_waits_capped: int
     fallbacks: int
     reconnects: int
     hedges: int
@@ -167,7 +170,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "e2e_p50_ms": _ms(stats, "e2e", 0.5),
         "e2e_p99_ms": _ms(stats, "e2e", 0.99),
         "tpot_p50_ms": _ms(stats, "tpot", 0.5),
-        "goodput_req_s": _rate(c["good"], d),
+        "goodput_req_s": _rate(c["client_good"], d),
         "cost_usd": cost,
         "generator_cpu_max_pct": window.cpu_max_pct,
         "warmup_s": round(window.warmup_s, 3),
@@ -179,10 +182,13 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "invalid_reasons": "; ".join(window.invalid_reasons),
         "client_requests": c["client_requests"],
         "client_ok": c["client_ok"],
+        "client_ttft_p50_ms": _ms(stats, "client_ttft", 0.5),
+        "client_ttft_p99_ms": _ms(stats, "client_ttft", 0.99),
         "client_e2e_p50_ms": _ms(stats, "client_e2e", 0.5),
         "client_e2e_p99_ms": _ms(stats, "client_e2e", 0.99),
         "retries": c["retries"],
         "retry_wait_s": round(c["retry_wait_ms"] / 1000.0, 3),
+        "retry_waits_capped": c["retry_waits_capped"],
         "fallbacks": c["fallbacks"],
         "reconnects": c["reconnects"],
         "hedges": c["hedges"],
@@ -191,14 +197,19 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
 
 
 def step_rows(table: StatsTable, windows: list[StepWindow], prices: Prices | None = None) -> list[StepRow]:
-    """One row per (step, model) with steady-state samples, in step order; models sorted by name."""
+    """One row per (step, model) with steady-state samples, in step order; models sorted by name. A step with no
+    steady sample at all still has a row (of the first model seen, with zero requests), so its reasons show."""
     by_step = {w.step: w for w in windows}
     rows = []
+    seen: set[int] = set()
     for key, stats in table:
         if key.phase != STEADY or key.step not in by_step or stats.empty:
             continue
+        seen.add(key.step)
         rows.append(step_row(by_step[key.step], key.model, stats, prices))
-    return rows
+    model = next((key.model for key, _ in table if key.model), "")
+    rows += [step_row(w, model, StepStats(), prices) for w in windows if w.step not in seen and w.step > 0]
+    return sorted(rows, key=lambda r: (r["step"], r["model"]))
 
 
 _TABLE = (

@@ -22,13 +22,13 @@ from locust_llm.metrics import RequestResult, StatusClass
 
 __all__ = ["COUNTERS", "HISTOGRAMS", "STEADY", "WARMUP", "StatsKey", "StatsTable", "StepStats"]
 
-HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag", "client_e2e")
+HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag", "client_ttft", "client_e2e")
 """``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up.
-``client_e2e`` is the client-perceived latency of a client request: its retries and waits included."""
+``client_ttft`` and ``client_e2e`` are the client-perceived latencies of a client request, from its intended
+start to the first token / the end of its final attempt: its waits, retries and fallbacks included."""
 
 COUNTERS = (
     "requests",
-    "good",
     *(c.value for c in StatusClass),
     "prompt_tokens",
     "completion_tokens",
@@ -36,8 +36,10 @@ COUNTERS = (
     # client discipline (see locust_llm.users.flow)
     "client_requests",
     "client_ok",
+    "client_good",
     "retries",
     "retry_wait_ms",
+    "retry_waits_capped",
     "fallbacks",
     "reconnects",
     "hedges",
@@ -110,9 +112,8 @@ class StatsTable:
         step, phase = locate(t_ns)
         return self.get(StatsKey(step, model, phase))
 
-    def add(self, result: RequestResult, locate: Locate, good: bool = False) -> None:
-        """File every measurement of ``result`` under the step it was observed in (see module docstring); ``good``:
-        it met the run's SLA per request (counted towards goodput)."""
+    def add(self, result: RequestResult, locate: Locate) -> None:
+        """File every measurement of ``result`` under the step it was observed in (see module docstring)."""
         model = result.model
         self._at(locate, model, result.sent_ns).hist["lag"].record(result.lag_ns)
         tokens = result.token_ns
@@ -125,7 +126,6 @@ class StatsTable:
         end = self._at(locate, model, result.end_ns)
         counts = end.counts
         counts["requests"] += 1
-        counts["good"] += good
         counts[result.outcome.status_class.value] += 1
         counts["prompt_tokens"] += result.prompt_tokens
         counts["completion_tokens"] += result.completion_tokens
@@ -141,13 +141,18 @@ class StatsTable:
         """Add ``n`` to counter ``name`` of ``model`` at the step observed at ``t_ns``."""
         self._at(locate, model, t_ns).counts[name] += n
 
-    def add_client(self, model: str, sent_ns: int, end_ns: int, ok: bool, locate: Locate) -> None:
-        """A client request: its client-perceived latency (waits and retries included), filed at its end."""
-        stats = self._at(locate, model, end_ns)
+    def add_client(
+        self, model: str, intended_ns: int, final: RequestResult, locate: Locate, good: bool = False
+    ) -> None:
+        """A client request that began at ``intended_ns`` and ended with attempt ``final``: its client-perceived
+        TTFT and E2E, filed at its end (with ``model``, the primary); ``good``: it met the SLA."""
+        stats = self._at(locate, model, final.end_ns)
         stats.counts["client_requests"] += 1
-        if ok:
+        if final.ok:
             stats.counts["client_ok"] += 1
-            stats.hist["client_e2e"].record(end_ns - sent_ns)
+            stats.counts["client_good"] += good
+            stats.hist["client_ttft"].record(max(0, final.token_ns[0] - intended_ns))
+            stats.hist["client_e2e"].record(max(0, final.end_ns - intended_ns))
 
     def _add_gaps(self, tokens: list[int], locate: Locate, model: str) -> None:
         if len(tokens) < 2:

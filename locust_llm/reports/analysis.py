@@ -4,17 +4,19 @@ Every method works on the per-step rows (dicts with the ``_llm_steps.csv`` colum
 
 - **Latency knee**: :func:`locust_llm.reports.knee.latency_knee` on p99 TTFT (the headline), and separately on
   p99 ITL and p99 E2E.
-- **Throughput saturation**: with ``T_i`` the output tokens/s (requests/s when tokens are unknown) at ``u_i``
-  users, the low-load gain per user is ``g_0 = T_0 / u_0`` and the marginal gain of step ``i`` is
-  ``g_i = (T_i - T_{i-1}) / (u_i - u_{i-1})``. Throughput saturates at ``u_{i-1}`` for the first ``i`` with
-  ``g_i < fraction * g_0`` (``fraction`` = 0.25): beyond it, added users add little.
-- **SLA capacity**: the last step of the leading run of steps that meet every limit (:meth:`Sla.failures`). The
-  interpolated estimate, between that step ``a`` and the first failing step ``b``, is for each broken latency
-  limit ``L`` of metric ``m`` the point where the straight line from ``(u_a, m_a)`` to ``(u_b, m_b)`` reaches
-  ``L``, and the smallest of those (``u_b`` for a broken error-rate limit alone: the error rate is not
-  interpolated).
-- **Goodput**: requests per second meeting the SLA. Exact from the run (``goodput_req_s``) when the run was given
-  the same SLA; otherwise estimated as ``ok / duration * min_m P(m <= L_m)``, each probability read off the
+- **Throughput saturation**, judged against the whole curve: with ``T_i`` the output tokens/s (requests/s when
+  tokens are unknown) at ``u_i`` users and ``P = max_i T_i`` the peak, throughput saturates at the lowest ``u_k``
+  that (1) reaches ``T_k >= SATURATION_SHARE * P`` (85 %) and (2) no later step exceeds by more than
+  ``SATURATION_MARGIN`` (15 %): ``max_{j>k} T_j <= (1 + margin) * T_k``; and (3) is not the last step (a plateau
+  needs a later step to show it). A curve that is flat and then rises, or still rises at its end, is not saturated
+  at its flat start: no later step may contradict the saturation point.
+- **SLA capacity**: the last step of the leading run of steps that meet every limit (:meth:`Sla.failures`: the
+  client-perceived p99s and client error rate, see :mod:`locust_llm.sla`). The interpolated estimate, between that
+  step ``a`` and the first failing step ``b``, is for each broken latency limit ``L`` of metric ``m`` (the column
+  the SLA judges) the point where the straight line from ``(u_a, m_a)`` to ``(u_b, m_b)`` reaches ``L``, and the
+  smallest of those (``u_b`` for a broken error-rate limit alone: the error rate is not interpolated).
+- **Goodput**: client requests per second meeting the SLA. Exact from the run (``goodput_req_s``) when the run was
+  given the same SLA; otherwise estimated as ``ok / duration * min_m P(m <= L_m)``, each probability read off the
   step's percentiles by linear interpolation between p50, p90 and p99 (1 at or below the limit's percentile).
 - **Provider cap**: the first step whose share of HTTP 429 answers exceeds ``cap_share`` (1 %). When it is the
   binding limit, the wall is the provider's rate limit, not the model.
@@ -26,18 +28,18 @@ Every method works on the per-step rows (dicts with the ``_llm_steps.csv`` colum
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from locust_llm.collect.rows import StepRow, value
 from locust_llm.reports.knee import Knee, latency_knee
-from locust_llm.sla import Prices, Sla
+from locust_llm.sla import Prices, Sla, judged
 
 __all__ = ["Analysis", "analyze"]
 
-SATURATION_FRACTION = 0.25
+SATURATION_SHARE = 0.85
+SATURATION_MARGIN = 0.15
 CAP_SHARE = 0.01
 
 
@@ -71,22 +73,25 @@ def _knee_dict(knee: Knee) -> dict[str, Any]:
     return {"users": knee.users, "bracket": list(knee.bracket) if knee.bracket else None, "note": knee.reason}
 
 
-def throughput_saturation(steps: Sequence[StepRow], fraction: float = SATURATION_FRACTION) -> tuple[int | None, str]:
-    """``u_{i-1}`` for the first step whose marginal gain per user is below ``fraction`` of the low-load gain."""
+def throughput_saturation(
+    steps: Sequence[StepRow], share: float = SATURATION_SHARE, margin: float = SATURATION_MARGIN
+) -> tuple[int | None, str]:
+    """The lowest step on the throughput plateau that no later step contradicts (module docstring)."""
     key = "output_tok_s" if all(s.get("output_tok_s") is not None for s in steps) else "req_s"
     points: list[tuple[int, float]] = [(s["users"], float(value(s, key))) for s in steps if value(s, key) is not None]
-    if len(points) < 2 or points[0][0] <= 0 or not points[0][1]:
+    unit = "output tok/s" if key == "output_tok_s" else "req/s"
+    if len(points) < 2 or max(t for _, t in points) <= 0:
         return None, "needs at least 2 steps with throughput"
-    g0 = points[0][1] / points[0][0]
-    for (u_prev, t_prev), (u, t) in itertools.pairwise(points):
-        gain = (t - t_prev) / (u - u_prev)
-        if gain < fraction * g0:
-            unit = "output tok/s" if key == "output_tok_s" else "req/s"
-            return u_prev, (
-                f"{t_prev:.0f} {unit} at {u_prev} users; {u} users added {max(0.0, gain):.2f} {unit} per user, "
-                f"{100 * max(0.0, gain) / g0:.0f}% of the {g0:.2f} per user at {points[0][0]} users"
+    peak = max(t for _, t in points)
+    for k, (users, t) in enumerate(points[:-1]):
+        later = max(t_j for _, t_j in points[k + 1 :])
+        if t >= share * peak and later <= (1 + margin) * t:
+            return users, (
+                f"{t:.0f} {unit} at {users} users, {100 * t / peak:.0f}% of the peak {peak:.0f}; no later step "
+                f"adds more than {100 * margin:g}% (the most: {later:.0f})"
             )
-    return None, "throughput still grows at the last step"
+    last_users, last = points[-1]
+    return None, f"throughput still grows at the last step ({last:.0f} {unit} at {last_users} users)"
 
 
 def sla_capacity(steps: Sequence[StepRow], sla: Sla) -> tuple[int | None, float | None, str]:
@@ -111,6 +116,7 @@ def _interpolate(a: StepRow, b: StepRow, sla: Sla) -> float:
         ("itl_p99_ms", sla.itl_p99_ms),
         ("e2e_p99_ms", sla.e2e_p99_ms),
     ):
+        column = judged(cast(Mapping[str, Any], b), column)
         va, vb = value(a, column), value(b, column)
         if limit is None or va is None or vb is None or vb <= limit:
             continue
@@ -188,18 +194,17 @@ def analyze(
     prices: Prices | None = None,
     *,
     goodput_exact: bool = False,
-    saturation_fraction: float = SATURATION_FRACTION,
     cap_share: float = CAP_SHARE,
 ) -> Analysis:
-    """Everything in the module docstring, for one model's steps."""
+    """Everything in the module docstring, for one model's steps (steps with no completed request are left out)."""
     sla = sla or Sla()
     prices = prices or Prices()
-    steps = sorted(steps, key=lambda s: s["users"])
+    steps = sorted((s for s in steps if s.get("requests") != 0), key=lambda s: s["users"])
     users = [s["users"] for s in steps]
     knees = {
         metric: latency_knee(users, [value(s, f"{metric}_p99_ms") for s in steps]) for metric in ("ttft", "itl", "e2e")
     }
-    sat_users, sat_note = throughput_saturation(steps, saturation_fraction)
+    sat_users, sat_note = throughput_saturation(steps)
     sla_users, sla_interp, sla_note = sla_capacity(steps, sla)
     cap_users, cap_share_seen = provider_cap(steps, cap_share)
     below_cap = None

@@ -1,19 +1,25 @@
 """The regression gate: compare a run's ``summary.json`` with a baseline's. Pure.
 
-Rules (thresholds are :class:`Thresholds`):
+Rules (thresholds are :class:`Thresholds`; the primary model's steps; a rule regresses when):
 
-1. **Capacity**: the recommended concurrency, and separately the latency knee, regress when they fall by more than
-   ``max(knee_drop_steps steps, knee_drop_pct %)``: a fall counts when it is more than one step of the baseline's
-   sweep *and* more than 10 % of the baseline's value.
-2. **Latency**: at each step both runs share (same users, same model), p99 TTFT and p99 ITL regress when they rise
-   by more than ``p99_rise_pct`` % *and* by more than the metric's minimum (``min_ttft_rise_ms``,
-   ``min_itl_rise_ms``). Steps at or beyond either run's latency knee are not compared: from the knee on, p99 is
-   on the bend and dominated by queueing noise (between two runs of the same simulator, p99 TTFT at the knee step
-   varied from 125 to 264 ms), which the capacity rule covers.
-3. **Errors**: at a shared step the error rate regresses when it rises by more than ``error_rate_rise_pp``
-   percentage points.
+1. **Capacity in steps**: the recommended concurrency, and separately the latency knee, fall by more than
+   ``knee_drop_steps`` steps of the baseline's sweep *and* more than ``knee_drop_pct`` % of the baseline's value.
+   A recommendation that halves (or worse) always regresses.
+2. **Capacity on a continuous scale**: the peak output tokens/s (the highest of any step) falls by more than
+   ``throughput_drop_pct`` %; with an SLA in both runs, the SLA capacity (interpolated when it can be) falls by
+   more than ``knee_drop_pct`` %.
+3. **Throughput per step**: at each step both runs share (same users), output tokens/s falls by more than
+   ``throughput_drop_pct`` %.
+4. **Latency**: at each shared step below the baseline's latency knee, p99 TTFT and p99 ITL rise by more than
+   ``p99_rise_pct`` % *and* by more than the metric's minimum (``min_ttft_rise_ms``, ``min_itl_rise_ms``). At the
+   baseline's knee step, p99 is on the bend and noisy (two runs of the same simulator gave 125 and 264 ms there),
+   so it regresses only when it exceeds ``knee_p99_factor`` times the baseline's own value and the minimum. Steps
+   beyond the baseline's knee are not compared (queueing noise; rules 1-3 cover capacity there).
+5. **Errors**: at a shared step below or at the baseline's knee, the error rate of client requests rises by more
+   than ``error_rate_rise_pp`` percentage points.
 
-A run marked invalid cannot be judged: :func:`compare` raises :class:`GateInputError` (exit code 2).
+A baseline marked invalid cannot be used (:class:`GateInputError`, exit code 2); a current run marked invalid
+cannot be judged (:class:`InvalidRunError`, exit code 3).
 """
 
 from __future__ import annotations
@@ -23,11 +29,15 @@ from typing import Any
 
 from locust_llm.sla import error_rate
 
-__all__ = ["Comparison", "GateInputError", "Thresholds", "compare", "format_comparison"]
+__all__ = ["Comparison", "GateInputError", "InvalidRunError", "Thresholds", "compare", "format_comparison"]
 
 
 class GateInputError(ValueError):
     """The two summaries cannot be compared; one line, ready for the user."""
+
+
+class InvalidRunError(GateInputError):
+    """The current run is invalid (its measurement cannot be trusted): it is not judged."""
 
 
 @dataclass(frozen=True)
@@ -38,6 +48,8 @@ class Thresholds:
     min_ttft_rise_ms: float = 20.0
     min_itl_rise_ms: float = 2.0
     error_rate_rise_pp: float = 0.5
+    throughput_drop_pct: float = 10.0
+    knee_p99_factor: float = 3.0
 
 
 @dataclass
@@ -73,7 +85,12 @@ def _validate(summary: Any, label: str) -> None:
             raise GateInputError(f"{label} is truncated or malformed: no {key!r}")
     if not summary["valid"]:
         reasons = "; ".join(summary.get("invalid_reasons") or []) or "no reason given"
-        raise GateInputError(f"{label} is an invalid run and cannot be judged: {reasons}")
+        kind = InvalidRunError if label == "the current run" else GateInputError
+        raise kind(f"{label} is an invalid run and cannot be judged: {reasons}")
+
+
+def _drop_pct(b: float, c: float) -> float:
+    return 100.0 * (b - c) / b if b else 0.0
 
 
 def _capacity(baseline: dict[str, Any], current: dict[str, Any], key: str, t: Thresholds) -> Check:
@@ -83,38 +100,77 @@ def _capacity(baseline: dict[str, Any], current: dict[str, Any], key: str, t: Th
         return Check("-", metric, b, c, "skipped", "not found in both runs")
     sweep = sorted({s["users"] for s in baseline["steps"]})
     steps_dropped = sum(1 for u in sweep if c < u <= b)
-    pct = 100.0 * (b - c) / b if b else 0.0
+    pct = _drop_pct(b, c)
+    if key == "recommended_users" and b > 0 and c <= b / 2:
+        return Check("-", metric, b, c, "REGRESSION", f"halved or worse ({pct:.0f}% lower)")
     if steps_dropped > t.knee_drop_steps and pct > t.knee_drop_pct:
         return Check("-", metric, b, c, "REGRESSION", f"fell {steps_dropped} steps ({pct:.0f}%)")
     return Check("-", metric, b, c, "ok", f"{c - b:+g} users")
 
 
+def _steps(summary: dict[str, Any], model: str) -> dict[int, dict[str, Any]]:
+    return {s["users"]: s for s in summary["steps"] if s["model"] == model and s.get("requests")}
+
+
+def _continuous(baseline: dict[str, Any], current: dict[str, Any], t: Thresholds) -> list[Check]:
+    model = current["model"]
+    checks = []
+    peaks = [max((s.get("output_tok_s") or 0.0 for s in _steps(r, model).values()), default=0.0)
+             for r in (baseline, current)]  # fmt: skip
+    b, c = peaks
+    if b > 0:
+        bad = _drop_pct(b, c) > t.throughput_drop_pct
+        checks.append(Check("-", "peak_output_tok_s", round(b, 1), round(c, 1), "REGRESSION" if bad else "ok",
+                            f"{-_drop_pct(b, c):+.0f}%"))  # fmt: skip
+    sla = [r["knee"].get("sla_max_users_interpolated") or r["knee"].get("sla_max_users") for r in (baseline, current)]
+    if all(v is not None for v in sla) and sla[0]:
+        b_sla, c_sla = float(sla[0]), float(sla[1])
+        bad = _drop_pct(b_sla, c_sla) > t.knee_drop_pct
+        checks.append(Check("-", "sla_capacity_users", b_sla, c_sla, "REGRESSION" if bad else "ok",
+                            f"{-_drop_pct(b_sla, c_sla):+.0f}%"))  # fmt: skip
+    return checks
+
+
 def _step_checks(baseline: dict[str, Any], current: dict[str, Any], t: Thresholds) -> list[Check]:
     model = current["model"]
-    base = {s["users"]: s for s in baseline["steps"] if s["model"] == model}
-    cur = {s["users"]: s for s in current["steps"] if s["model"] == model}
-    knees = [k for k in (baseline["knee"].get("latency_knee_users"), current["knee"].get("latency_knee_users")) if k]
-    limit = min(knees) if knees else None
+    base, cur = _steps(baseline, model), _steps(current, model)
+    knee = baseline["knee"].get("latency_knee_users")
     checks = []
     for users in sorted(base.keys() & cur.keys()):
         label = f"{users} users"
-        if limit is not None and users >= limit:
-            checks.append(Check(label, "p99 TTFT/ITL, errors", None, None, "skipped", f"at or past the knee ({limit})"))
+        b_tok, c_tok = base[users].get("output_tok_s"), cur[users].get("output_tok_s")
+        if b_tok and c_tok is not None:
+            bad = _drop_pct(b_tok, c_tok) > t.throughput_drop_pct
+            checks.append(Check(label, "output_tok_s", b_tok, c_tok, "REGRESSION" if bad else "ok",
+                                f"{-_drop_pct(b_tok, c_tok):+.0f}%"))  # fmt: skip
+        if knee is not None and users > knee:
+            checks.append(Check(label, "p99 TTFT/ITL, errors", None, None, "skipped", f"past the knee ({knee})"))
             continue
+        at_knee = users == knee
         for column, minimum in (("ttft_p99_ms", t.min_ttft_rise_ms), ("itl_p99_ms", t.min_itl_rise_ms)):
-            b, c = base[users].get(column), cur[users].get(column)
-            if b is None or c is None:
-                checks.append(Check(label, column, b, c, "skipped", "missing in one run"))
-                continue
-            rise = c - b
-            pct = 100.0 * rise / b if b else 0.0
-            bad = pct > t.p99_rise_pct and rise > minimum
-            checks.append(Check(label, column, b, c, "REGRESSION" if bad else "ok", f"{pct:+.0f}% ({rise:+.1f} ms)"))
+            checks.append(_p99_check(label, column, base[users].get(column), cur[users].get(column), minimum,
+                                     t, at_knee))  # fmt: skip
         eb, ec = error_rate(base[users]), error_rate(cur[users])
         bad = 100.0 * (ec - eb) > t.error_rate_rise_pp
         checks.append(Check(label, "error_rate_pct", round(100 * eb, 2), round(100 * ec, 2),
                             "REGRESSION" if bad else "ok", f"{100 * (ec - eb):+.2f} pp"))  # fmt: skip
     return checks
+
+
+def _p99_check(
+    label: str, column: str, b: float | None, c: float | None, minimum: float, t: Thresholds, at_knee: bool
+) -> Check:
+    if b is None or c is None:
+        return Check(label, column, b, c, "skipped", "missing in one run")
+    rise = c - b
+    pct = 100.0 * rise / b if b else 0.0
+    if at_knee:
+        bad = c > t.knee_p99_factor * b and rise > minimum
+        note = f"{pct:+.0f}% ({rise:+.1f} ms; at the knee: {t.knee_p99_factor:g}x allowed)"
+    else:
+        bad = pct > t.p99_rise_pct and rise > minimum
+        note = f"{pct:+.0f}% ({rise:+.1f} ms)"
+    return Check(label, column, b, c, "REGRESSION" if bad else "ok", note)
 
 
 def compare(baseline: Any, current: Any, thresholds: Thresholds | None = None) -> Comparison:
@@ -128,6 +184,7 @@ def compare(baseline: Any, current: Any, thresholds: Thresholds | None = None) -
     result = Comparison()
     result.checks.append(_capacity(baseline, current, "recommended_users", thresholds))
     result.checks.append(_capacity(baseline, current, "latency_knee_users", thresholds))
+    result.checks += _continuous(baseline, current, thresholds)
     result.checks += _step_checks(baseline, current, thresholds)
     return result
 

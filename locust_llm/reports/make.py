@@ -16,9 +16,10 @@ from locust_llm.reports.files import ReportInputError
 from locust_llm.reports.html import write_html
 from locust_llm.reports.load import LoadedRun
 from locust_llm.reports.summary import build_summary, console_summary, write_json
+from locust_llm.reports.verdict import EXIT_INPUT, verdict
 from locust_llm.sla import Prices, Sla
 
-__all__ = ["ReportOutcome", "gate", "make_report", "read_summary"]
+__all__ = ["ReportOutcome", "gate", "make_report", "read_summary", "report_paths"]
 
 
 @dataclass
@@ -51,30 +52,42 @@ def gate(baseline: dict[str, Any], current: dict[str, Any], thresholds: Threshol
     return ReportOutcome(1 if result.regressed else 0, format_comparison(result), current)
 
 
+def report_paths(out_dir: str | Path) -> tuple[Path, Path]:
+    """``(summary.json, report.html)`` in ``out_dir``."""
+    return Path(out_dir) / "summary.json", Path(out_dir) / "report.html"
+
+
 def make_report(
     run: LoadedRun,
-    out_dir: str | Path,
+    paths: tuple[Path, Path] | None,
     sla: Sla,
     prices: Prices,
     baseline: str | Path | None = None,
     thresholds: Thresholds | None = None,
 ) -> ReportOutcome:
-    """Write ``summary.json`` and ``report.html`` of ``run`` to ``out_dir``; compare with ``baseline`` when given.
+    """The summary of ``run``, written to ``paths`` (summary.json, report.html) unless None, compared with
+    ``baseline`` when given; the outcome's exit code is the verdict (:func:`locust_llm.reports.verdict.verdict`).
 
-    Raises :class:`ReportInputError` when the report cannot be written; a baseline that cannot be read gives exit
-    code 2 with the report made."""
+    Raises :class:`ReportInputError` when the report cannot be written."""
     summary = build_summary(run, sla, prices)
-    out = Path(out_dir)
-    try:
-        write_json(summary, out / "summary.json")
-        write_html(summary, run.timeline, out / "report.html")
-    except OSError as exc:
-        raise ReportInputError(f"cannot write the report to {out}: {exc.strerror or exc}") from None
-    text = console_summary(summary) + f"\n  report: {out / 'report.html'}\n  summary: {out / 'summary.json'}"
-    if baseline is None:
-        return ReportOutcome(0, text, summary)
-    try:
-        verdict = gate(read_summary(baseline, "the baseline"), summary, thresholds or Thresholds())
-    except GateInputError as exc:
-        return ReportOutcome(2, text + f"\nerror: {exc}", summary)
-    return ReportOutcome(verdict.exit_code, text + f"\n\ncomparison with {baseline}:\n" + verdict.text, summary)
+    text = console_summary(summary)
+    if paths is not None:
+        json_path, html_path = paths
+        try:
+            write_json(summary, json_path)
+            write_html(summary, run.timeline, html_path)
+        except OSError as exc:
+            raise ReportInputError(f"cannot write the report to {html_path.parent}: {exc.strerror or exc}") from None
+        text += f"\n  report: {html_path}\n  summary: {json_path}"
+    gate_code = 0
+    if baseline is not None and not summary["valid"]:
+        text += f"\n\ncomparison with {baseline}: skipped, this run is invalid"
+    elif baseline is not None:
+        try:
+            judged = gate(read_summary(baseline, "the baseline"), summary, thresholds or Thresholds())
+        except GateInputError as exc:
+            return ReportOutcome(EXIT_INPUT, text + f"\nerror: {exc}", summary)
+        gate_code = judged.exit_code
+        text += f"\n\ncomparison with {baseline}:\n" + judged.text
+    code, why = verdict(summary, gate_code)
+    return ReportOutcome(code, text + f"\n  verdict: exit {code}, {why}", summary)

@@ -62,6 +62,8 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
     primary = _primary(run)
     reasons = sorted({f"step {s['step']}: {s['invalid_reasons']}" for s in run.steps if s.get("valid") is False})
     reasons += run.run_meta.get("invalid_reasons", [])
+    if not any(s.get("ok") for s in run.steps) and not run.approximate:
+        reasons.append("no successful request at any step")
     primary_analysis = analyses[primary].as_dict()
     return {
         "schema": SCHEMA,
@@ -70,7 +72,7 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
         "run": {k: v for k, v in run.run_meta.items() if k != "invalid_reasons"},
         "valid": not reasons,
         "invalid_reasons": reasons,
-        "sla": sla.as_dict(),
+        "sla": {**sla.as_dict(), "error_limit": sla.error_limit, "described": sla.describe()},
         "prices": {"input_usd_per_mtok": prices.input_usd_per_mtok, "output_usd_per_mtok": prices.output_usd_per_mtok},
         "model": primary,
         "knee": {k: primary_analysis[k] for k in KNEE_KEYS},
@@ -100,10 +102,12 @@ def console_summary(summary: dict[str, Any]) -> str:
     sat = knee["throughput_saturation_users"]
     lines.append(f"  throughput saturation: {sat} users — {a['throughput_note']}" if sat is not None
                  else f"  throughput saturation: none — {a['throughput_note']}")  # fmt: skip
-    if summary["sla"] and any(v is not None for v in summary["sla"].values()):
+    sla = summary["sla"]
+    if any(sla.get(k) is not None for k in ("ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "max_error_rate")):
         interp = knee["sla_max_users_interpolated"]
         extra = f" (interpolated ~{interp:g})" if interp is not None else ""
-        lines.append(f"  SLA capacity: {knee['sla_max_users']} users{extra} — {a['sla_note']}")
+        described = f" [{sla['described']}]" if sla.get("described") else ""
+        lines.append(f"  SLA capacity{described}: {knee['sla_max_users']} users{extra} — {a['sla_note']}")
     if knee["provider_cap_users"] is not None:
         lines.append(
             f"  provider cap: HTTP 429 on {100 * knee['provider_cap_share']:.1f}% of requests from "

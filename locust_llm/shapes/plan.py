@@ -2,13 +2,18 @@
 
 A :class:`StepPlan` with steps ``(u0, u1, ..., un)`` and step length ``d`` seconds holds ``u_i`` users during
 ``[i*d, (i+1)*d)`` and ends at ``(n+1)*d``. Boundaries belong to the step that starts there.
+
+Users of a step are spawned within about a second (``|u_i - u_{i-1}|`` per second), but never faster than
+``MAX_SPAWN_RATE`` (100) per second: Locust warns above that rate, and a step that needs longer has its warm-up.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Step", "StepPlan"]
+__all__ = ["MAX_SPAWN_RATE", "Step", "StepPlan"]
+
+MAX_SPAWN_RATE = 100.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +63,12 @@ class StepPlan:
         return None if step is None else step.users
 
     def spawn_rate(self, index: int) -> float:
-        """Users per second that reach step ``index`` within about one second (Locust needs a rate > 0)."""
+        """Users per second that reach step ``index`` within about one second (Locust needs a rate > 0), at most
+        ``MAX_SPAWN_RATE``."""
         previous = self.steps[index - 1] if index > 0 else 0
-        return float(max(1, abs(self.steps[index] - previous)))
+        return min(MAX_SPAWN_RATE, float(max(1, abs(self.steps[index] - previous))))
+
+    @property
+    def drain_rate(self) -> float:
+        """Users per second that stop after the last step."""
+        return min(MAX_SPAWN_RATE, float(max(self.steps)))

@@ -5,7 +5,9 @@ so identical failures read identically in Locust's failure table:
 
 - ``timeout: no complete answer within {T} s{where}`` (the whole-request deadline, ``--request-timeout``);
 - ``HTTP {status} {reason}: {body}`` (the body whitespace-collapsed, secrets removed, cut at 300 characters);
-- ``connection error: {what}{where}``, ``malformed stream: {what}{where}``, ``error in stream: {what}{where}``;
+- ``connection error: {what}{where}``, ``malformed stream: {what}{where}``, ``error in stream: {what}{where}``
+  (a rate limit sent inside a 200 stream counts as HTTP 429, with the Retry-After of its error object or of the
+  response);
 - ``empty stream: HTTP 200 but no generated tokens``;
 
 where ``{where}`` says how far the request got: `` (before any response)``, `` (before the first token)`` or
@@ -14,6 +16,8 @@ where ``{where}`` says how far the request got: `` (before any response)``, `` (
 
 from __future__ import annotations
 
+import socket
+import ssl
 import time
 from collections.abc import Callable, Sequence
 from types import TracebackType
@@ -21,11 +25,21 @@ from typing import Any
 
 import gevent
 
-from locust_llm.metrics import Outcome, RequestResult
+from locust_llm.metrics import SYSTEMATIC, Outcome, RequestResult
 from locust_llm.redact import redact
+from locust_llm.sse import ChatChunk
 from locust_llm.users.discipline import retry_after_s
 
-__all__ = ["EMPTY_STREAM", "ERROR_BODY_LIMIT", "Attempt", "FirstToken", "os_reason", "preview", "progress"]
+__all__ = [
+    "EMPTY_STREAM",
+    "ERROR_BODY_LIMIT",
+    "Attempt",
+    "FirstToken",
+    "network_cause",
+    "os_reason",
+    "preview",
+    "progress",
+]
 
 ERROR_BODY_LIMIT = 300
 """Characters of an HTTP error body (or of a server's error text) shown in the failure message."""
@@ -50,6 +64,20 @@ def preview(raw: bytes | str, secrets: Sequence[str]) -> str:
     return text[:ERROR_BODY_LIMIT] + ("..." if len(text) > ERROR_BODY_LIMIT else "")
 
 
+def network_cause(exc: BaseException) -> str:
+    """``refused``, ``dns`` or ``tls`` when the exception's chain says so (:data:`~locust_llm.metrics.SYSTEMATIC`)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return "refused"
+        if isinstance(seen, socket.gaierror):
+            return "dns"
+        if isinstance(seen, ssl.SSLError | ssl.CertificateError):
+            return "tls"
+        seen = seen.__cause__ or seen.__context__
+    return ""
+
+
 def os_reason(exc: BaseException) -> str:
     """What went wrong on the network, as the OS says it (``Connection refused``): the first ``OSError`` with a
     reason in the exception's chain (clients wrap them), else the exception's own text."""
@@ -61,6 +89,10 @@ def os_reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
+def _no_header(name: str) -> None:
+    return None
+
+
 class Attempt:
     """One attempt on one model: ``with Attempt(...) as a:`` runs it under its deadline and fills ``a.result``.
 
@@ -68,7 +100,7 @@ class Attempt:
     token) fails the result as a timeout; any other exception passes through. The end time is stamped on exit
     when the client did not stamp it."""
 
-    __slots__ = ("_deadline", "clock", "result", "secrets", "timeout_s")
+    __slots__ = ("_deadline", "clock", "header", "result", "secrets", "timeout_s")
 
     def __init__(
         self,
@@ -82,6 +114,8 @@ class Attempt:
         self.timeout_s = timeout_s
         self.secrets = secrets
         self.result = RequestResult(model=model, intended_ns=intended_ns, sent_ns=clock())
+        self.header: Callable[[str], Any] = _no_header
+        """Reads a header of the response once it has come (the client sets it)."""
         self._deadline = gevent.Timeout(timeout_s)
 
     def __enter__(self) -> Attempt:
@@ -100,16 +134,24 @@ class Attempt:
 
     # -- failures, worded once for every client ----------------------------------------------------------------
 
-    def http_error(self, status: int, reason: str, body: bytes | str, header: Callable[[str], Any]) -> None:
-        """An HTTP error answer; ``header(name)`` reads a response header (for Retry-After)."""
+    def http_error(self, status: int, reason: str, body: bytes | str) -> None:
+        """An HTTP error answer (Retry-After is read from the response's headers)."""
         result = self.result
         result.http_status = status
         text = f"HTTP {status} {reason}".strip()
         result.fail(Outcome.for_http_status(status), f"{text}: {preview(body, self.secrets)}".strip())
-        result.retry_after_s = retry_after_s(header("retry-after-ms"), header("retry-after"), time.time())
+        result.retry_after_s = self._retry_after()
+        if f"http_{status}" in SYSTEMATIC:
+            result.cause = f"http_{status}"
 
-    def connection_error(self, what: str) -> None:
-        self.result.fail(Outcome.CONNECTION, redact(f"connection error: {what}{progress(self.result)}", self.secrets))
+    def _retry_after(self) -> float | None:
+        return retry_after_s(self.header("retry-after-ms"), self.header("retry-after"), time.time())
+
+    def connection_error(self, exc: BaseException) -> None:
+        result = self.result
+        result.fail(Outcome.CONNECTION, redact(f"connection error: {os_reason(exc)}{progress(result)}", self.secrets))
+        if not result.http_status:
+            result.cause = network_cause(exc)
 
     def silence(self) -> None:
         """A read timed out: the server sent nothing for too long."""
@@ -118,8 +160,15 @@ class Attempt:
     def malformed(self, what: str) -> None:
         self.result.fail(Outcome.MALFORMED, f"malformed stream: {preview(what, self.secrets)}{progress(self.result)}")
 
-    def stream_error(self, what: str) -> None:
-        self.result.fail(Outcome.STREAM_ERROR, f"error in stream: {what}{progress(self.result)}")
+    def stream_error(self, chunk: ChatChunk) -> None:
+        """An error object sent inside the stream (see :func:`locust_llm.sse.parse_chunk`)."""
+        result = self.result
+        text = f"error in stream: {preview(chunk.error or '', self.secrets)}{progress(result)}"
+        if chunk.error_status == 429:
+            result.fail(Outcome.HTTP_429, text)
+            result.retry_after_s = chunk.retry_after_s if chunk.retry_after_s is not None else self._retry_after()
+        else:
+            result.fail(Outcome.STREAM_ERROR, text)
 
     def check_not_empty(self) -> None:
         if not self.result.token_ns:

@@ -12,16 +12,19 @@ import os
 import random
 import time
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
-from locust.env import Environment
 
 from locust_llm import __version__
 from locust_llm.metrics import RequestResult
-from locust_llm.run import LLMRun, llm_run
 from locust_llm.users.attempt import FirstToken
 from locust_llm.users.flow import Flow
+
+if TYPE_CHECKING:  # importing Locust monkey-patches the process with gevent: only the user classes do it
+    from locust.env import Environment
+
+    from locust_llm.run import LLMRun
 
 __all__ = ["LLMUserMixin"]
 
@@ -37,6 +40,8 @@ class LLMUserMixin:
     llm: LLMRun
 
     def setup_llm(self, environment: Environment) -> None:
+        from locust_llm.run import llm_run
+
         self.llm = llm_run(environment)
         self.config = config = self.llm.require_config()
         self.user_number = next(_NUMBERS)
@@ -74,7 +79,10 @@ class LLMUserMixin:
         gevent.sleep(delay)
 
     def chat_once(self) -> None:
-        """One client request (the user classes' task)."""
+        """One client request (the user classes' task); none once the run was stopped (see ``LLMRun.fatal``)."""
+        if self.llm.fatal_message:
+            gevent.sleep(1.0)
+            return
         messages, max_tokens = self.workload.messages(self.rng)
         self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
 

@@ -9,6 +9,7 @@ from geventhttpclient.url import URL
 from locust import FastHttpUser
 from locust.env import Environment
 
+from locust_llm.config import RunConfig
 from locust_llm.metrics import RequestResult
 from locust_llm.run import llm_run
 from locust_llm.tokens import estimate_prompt_tokens
@@ -16,7 +17,16 @@ from locust_llm.users.attempt import FirstToken
 from locust_llm.users.base import LLMUserMixin
 from locust_llm.users.stream import run_stream
 
-__all__ = ["ChatStreamUser"]
+__all__ = ["ChatStreamUser", "request_headers"]
+
+
+def request_headers(config: RunConfig, user_agent: str) -> dict[str, str]:
+    """The headers of every request: JSON in, an event stream out, the key, and ``--header``'s."""
+    headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "User-Agent": user_agent}
+    if config.api_key:
+        headers["Authorization"] = f"Bearer {config.api_key}"
+    headers.update(config.headers)
+    return headers
 
 
 class ChatStreamUser(LLMUserMixin, FastHttpUser):
@@ -42,11 +52,7 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         url = URL((self.host or "").rstrip("/") + "/chat/completions")
         self._uri = url.request_uri
         self._http = self.client.client.clientpool.get_client(url)
-        self._headers = {"Content-Type": "application/json", "Accept": "text/event-stream",
-                         "User-Agent": self.user_agent}  # fmt: skip
-        if self.config.api_key:
-            self._headers["Authorization"] = f"Bearer {self.config.api_key}"
-        self._headers.update(self.config.headers)
+        self._headers = request_headers(self.config, self.user_agent)
         self._warm = False  # a previous response left a keep-alive connection in the pool
 
     def send(

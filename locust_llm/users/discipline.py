@@ -3,43 +3,64 @@
 Policies (``--retry-policy``):
 
 - ``honor`` (default): wait at least what the server asked — ``retry-after-ms`` (milliseconds), else
-  ``Retry-After`` (seconds, or an HTTP date) — before this user's next attempt; without either, exponential
+  ``Retry-After`` (seconds, or an HTTP date) — before this user's next attempt; without a usable value, exponential
   backoff with full jitter: ``delay = uniform(0, min(backoff_max, backoff_base * 2 ** attempt))`` for the
   ``attempt``-th retry (from 0). At most ``max_retries`` retries per request.
 - ``none``: record the failure and move on to the next request.
 - ``naive``: retry at once, up to ``max_retries`` times (to show what a retry storm does).
+
+A server's value is *unusable* when it is not a number or a date, negative, NaN, infinite, or a date in the past:
+then the jittered backoff applies, never "retry now". Every wait is capped at ``max_wait_s`` (``--max-retry-wait``);
+:meth:`RetryPolicy.wait_s` says when the cap applied, so it can be counted.
 """
 
 from __future__ import annotations
 
+import math
 import random
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
-__all__ = ["POLICIES", "RETRYABLE", "FlowConfig", "RetryPolicy", "retry_after_s"]
+__all__ = ["POLICIES", "RETRYABLE", "FlowConfig", "RetryPolicy", "Wait", "retry_after_s"]
 
 POLICIES = ("honor", "none", "naive")
 RETRYABLE = frozenset({429, 503})
 
 
+def _seconds(text: str, scale: float) -> float | None:
+    try:
+        value = float(text) * scale
+    except (ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
 def retry_after_s(retry_after_ms: str | None, retry_after: str | None, now_epoch_s: float) -> float | None:
-    """The server's requested wait in seconds: ``retry-after-ms`` first, then ``Retry-After`` (seconds or date)."""
+    """The server's requested wait in seconds: ``retry-after-ms`` first, then ``Retry-After`` (seconds or an HTTP
+    date); None when neither is usable (see the module docstring)."""
     if retry_after_ms:
-        try:
-            return max(0.0, float(retry_after_ms) / 1000.0)
-        except ValueError:
-            pass
-    if retry_after:
-        value = retry_after.strip()
-        try:
-            return max(0.0, float(value))
-        except ValueError:
-            pass
-        try:
-            return max(0.0, parsedate_to_datetime(value).timestamp() - now_epoch_s)
-        except (TypeError, ValueError, IndexError, OverflowError):
-            return None
-    return None
+        value = _seconds(retry_after_ms.strip(), 0.001)
+        if value is not None:
+            return value
+    if not retry_after:
+        return None
+    text = retry_after.strip()
+    value = _seconds(text, 1.0)
+    if value is not None or text.lstrip("+-").replace(".", "", 1).isdigit():
+        return value
+    try:
+        wait = parsedate_to_datetime(text).timestamp() - now_epoch_s
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return wait if wait > 0 else None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A wait before trying a model again: its length, and whether the cap cut it short."""
+
+    seconds: float
+    capped: bool = False
 
 
 @dataclass(frozen=True)
@@ -48,24 +69,37 @@ class RetryPolicy:
     max_retries: int = 3
     backoff_base_s: float = 0.5
     backoff_max_s: float = 30.0
+    max_wait_s: float = 60.0
 
     def __post_init__(self) -> None:
         if self.name not in POLICIES:
             raise ValueError(f"retry policy must be one of {', '.join(POLICIES)}, got {self.name!r}")
 
+    def retries(self, status: int, attempt: int) -> bool:
+        """Whether retry number ``attempt`` (from 0) of a request refused with ``status`` is made."""
+        return self.name != "none" and status in RETRYABLE and attempt < self.max_retries
+
     def delay_s(self, status: int, server_wait_s: float | None, attempt: int, rng: random.Random) -> float | None:
         """Seconds to wait before retry number ``attempt`` (from 0), or None when the request is not retried."""
-        if self.name == "none" or status not in RETRYABLE or attempt >= self.max_retries:
+        if not self.retries(status, attempt):
             return None
         if self.name == "naive":
             return 0.0
-        return self.wait_s(server_wait_s, attempt, rng)
+        return self.wait(server_wait_s, attempt, rng).seconds
 
     def wait_s(self, server_wait_s: float | None, attempt: int, rng: random.Random) -> float:
-        """``honor``'s wait: the server's, else full-jitter exponential backoff."""
-        if server_wait_s is not None:
-            return server_wait_s
-        return rng.uniform(0.0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
+        """``honor``'s wait: the server's, else full-jitter exponential backoff; at most ``max_wait_s``."""
+        return self.wait(server_wait_s, attempt, rng).seconds
+
+    def wait(self, server_wait_s: float | None, attempt: int, rng: random.Random) -> Wait:
+        """Like :meth:`wait_s`, saying whether the cap applied. Draws the jitter once per call."""
+        if server_wait_s is None:
+            wanted = rng.uniform(0.0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
+        else:
+            wanted = server_wait_s
+        if wanted > self.max_wait_s:
+            return Wait(self.max_wait_s, True)
+        return Wait(wanted)
 
 
 @dataclass(frozen=True)

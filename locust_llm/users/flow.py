@@ -1,23 +1,30 @@
 """How one user turns a request into attempts: retries (client discipline), fallback routes and hedging.
 
-For one *client request* (what the application asked for):
+A *client request* (what the application asked for) has an *intended start*: the moment the user was ready to
+send it. For one client request:
 
 1. Under ``honor``, a model that refused this user (429/503) is *cooling down* until its Retry-After (or the
-   backoff) has passed. The user skips cooling models of its route and, when all are cooling, sleeps until the
-   first is available again; the wait is counted. So a disciplined user never comes back to a model early.
+   backoff; one draw per refusal, capped by ``--max-retry-wait``) has passed. The user skips cooling models of its
+   route and, when all are cooling, sleeps until the first is available again; the wait is counted. So a
+   disciplined user never comes back to a model early.
 2. **Route**: the attempt goes to the first available model (the primary unless it cools down); when it is
    refused with a status of ``--fallback-on`` (429, 503) and ``--fallback-models`` are given, the same messages go
    at once to the next available model, and so on.
-3. **Hedge** (``--hedge-ttft-ms X``): when an attempt has no first token after X ms, the same request starts on the
-   next model of the route (the same model without fallbacks); whichever streams its first token first is kept
-   and the other is cancelled. Hedges fired and won are counted.
+3. **Hedge** (``--hedge-ttft-ms X``): when an attempt has no first token after X ms, the same request starts on
+   the next model of the route (the same model without fallbacks); the hedge's intended start is the moment it
+   fires. Whichever streams its first token first is kept and the other is cancelled. An attempt that fails before
+   the other has streamed is recorded (and its model cools down) while the other goes on.
 4. **Retry**: a refused attempt that the :class:`~locust_llm.users.discipline.RetryPolicy` retries starts again at
    step 1 after its delay.
+5. **No spinning**: after a client request that failed systematically (HTTP 400/401/403/404, connection refused,
+   DNS or TLS failure: :data:`~locust_llm.metrics.SYSTEMATIC`) the user pauses ``SYSTEMATIC_PAUSE_S`` before its
+   next request, so a misconfigured run does not flood the endpoint before the run stops.
 
-Every attempt is recorded (its model's row, Locust events); the client request is recorded once more with its
-client-perceived latency (first send -> end of the final attempt, waits included) and counted per step as
-``client_requests``/``client_ok`` with the ``client_e2e`` histogram, next to ``retries``, ``retry_wait_ms``,
-``fallbacks``, ``hedges`` and ``hedge_wins``.
+Recording: every attempt that ends, successful or not, is recorded exactly once, with its own intended start (its
+scheduling lag is its own). An attempt cancelled before its first token because the other one of a hedge won is
+not a request: ``hedges`` and ``hedge_wins`` count those. The client request is recorded once more
+(:meth:`Recorder.record_client`), from its intended start: client-perceived TTFT (to the first token of the final
+attempt) and E2E, every wait, retry and fallback included.
 """
 
 from __future__ import annotations
@@ -30,12 +37,14 @@ from typing import Any, Protocol
 import gevent
 import gevent.event
 
-from locust_llm.metrics import RequestResult
-from locust_llm.users.discipline import RETRYABLE, FlowConfig
+from locust_llm.metrics import SYSTEMATIC, RequestResult
+from locust_llm.users.discipline import RETRYABLE, FlowConfig, Wait
 
-__all__ = ["Flow", "FlowConfig", "Sender"]
+__all__ = ["SYSTEMATIC_PAUSE_S", "Flow", "FlowConfig", "Recorder", "Sender"]
 
 Message = dict[str, Any]
+
+SYSTEMATIC_PAUSE_S = 1.0
 
 
 class Sender(Protocol):
@@ -54,7 +63,7 @@ class Recorder(Protocol):
 
     def count(self, name: str, model: str, n: int = 1, at_ns: int | None = None) -> None: ...
 
-    def record_client(self, model: str, sent_ns: int, end_ns: int, ok: bool) -> None: ...
+    def record_client(self, model: str, intended_ns: int, result: RequestResult) -> None: ...
 
 
 class Flow:
@@ -75,23 +84,31 @@ class Flow:
 
     def request(self, primary: str, messages: Sequence[Message], max_tokens: int, intended_ns: int) -> RequestResult:
         """Make one client request (module docstring); returns the final attempt."""
-        policy = self.config.policy
+        client_start = intended_ns
         route = [primary, *(m for m in self.config.fallbacks if m != primary)]
-        first_sent: int | None = None
         retries = 0
         while True:
             intended_ns = self._wait_turn(route, primary, intended_ns)
-            result, started = self._route(route, messages, max_tokens, intended_ns, retries)
-            first_sent = started if first_sent is None else first_sent
+            result, wait = self._route(route, messages, max_tokens, intended_ns, retries)
             if result.ok:
                 break
-            delay = policy.delay_s(result.http_status, result.retry_after_s, retries, self.rng)
+            delay = self._retry_delay(result, wait, retries)
             if delay is None:
                 break
             retries += 1
             intended_ns = result.end_ns + int(delay * 1e9)
-        self.recorder.record_client(primary, first_sent, result.end_ns, result.ok)
+        self.recorder.record_client(primary, client_start, result)
+        if result.cause in SYSTEMATIC:
+            gevent.sleep(SYSTEMATIC_PAUSE_S)
         return result
+
+    def _retry_delay(self, result: RequestResult, wait: Wait | None, retries: int) -> float | None:
+        policy = self.config.policy
+        if not policy.retries(result.status, retries):
+            return None
+        if policy.name == "naive":
+            return 0.0
+        return wait.seconds if wait is not None else 0.0
 
     def _wait_turn(self, route: list[str], primary: str, intended_ns: int) -> int:
         """Sleep until a model of the route is no longer cooling down; the new intended start."""
@@ -104,80 +121,93 @@ class Flow:
         self.recorder.count("retry_wait_ms", primary, wait_ns // 1_000_000)
         return max(intended_ns, ready_at)
 
-    def _cool(self, result: RequestResult, retries: int) -> None:
-        """``honor``: the refusing model cools down for its Retry-After, or the backoff without one."""
-        policy = self.config.policy
-        if policy.name != "honor" or result.http_status not in RETRYABLE:
-            return
-        wait = policy.wait_s(result.retry_after_s, retries, self.rng)
-        until = result.end_ns + int(wait * 1e9)
-        self.cooldown_ns[result.model] = max(self.cooldown_ns.get(result.model, 0), until)
+    def _settle(self, result: RequestResult, retries: int) -> Wait | None:
+        """Record an attempt that ended; a refusal draws its wait once and, under ``honor``, cools its model."""
+        self.recorder.record(result)
+        if result.status not in RETRYABLE:
+            return None
+        wait = self.config.policy.wait(result.retry_after_s, retries, self.rng)
+        if wait.capped:
+            self.recorder.count("retry_waits_capped", result.model, 1, result.end_ns)
+        if self.config.policy.name == "honor":
+            until = result.end_ns + int(wait.seconds * 1e9)
+            self.cooldown_ns[result.model] = max(self.cooldown_ns.get(result.model, 0), until)
+        return wait
 
     def _route(
         self, route: list[str], messages: Sequence[Message], max_tokens: int, intended_ns: int, retries: int
-    ) -> tuple[RequestResult, int]:
-        """The last attempt of the route (skipping cooling models), and when its first attempt started."""
+    ) -> tuple[RequestResult, Wait | None]:
+        """The last attempt of the route (skipping cooling models), and the wait its refusal asks for."""
         now = self.clock()
         available = [m for m in route if self.cooldown_ns.get(m, 0) <= now] or route[:1]
-        started: int | None = None
-        for i, model in enumerate(available):
+        i = 0
+        while i < len(available):
+            model = available[i]
             hedge_to = available[i + 1] if i + 1 < len(available) else model
-            result = self._attempt(model, hedge_to, messages, max_tokens, intended_ns)
-            self._cool(result, retries)
-            if started is None:
-                started = result.started_ns or result.sent_ns
+            result, wait = self._attempt(model, hedge_to, messages, max_tokens, intended_ns, retries)
             if retries:
                 self.recorder.count("retries", model)
             if model != route[0]:
                 self.recorder.count("fallbacks", model)
-            if result.http_status in self.config.fallback_on and i + 1 < len(available):
+            i = available.index(result.model) + 1  # after a hedge, the route goes on after the model that answered
+            if result.status in self.config.fallback_on and i < len(available):
                 intended_ns = result.end_ns
                 continue
-            return result, started
+            return result, wait
         raise AssertionError("unreachable: the route is never empty")
 
     def _attempt(
-        self, model: str, hedge_to: str, messages: Sequence[Message], max_tokens: int, intended_ns: int
-    ) -> RequestResult:
+        self, model: str, hedge_to: str, messages: Sequence[Message], max_tokens: int, intended_ns: int, retries: int
+    ) -> tuple[RequestResult, Wait | None]:
         if self.config.hedge_after_s is None:
             result = self.send(model, messages, max_tokens, intended_ns, None)
-            self.recorder.record(result)
-            return result
-        return self._hedged(model, hedge_to, messages, max_tokens, intended_ns)
+        else:
+            result = self._hedged(model, hedge_to, messages, max_tokens, intended_ns, retries)
+        return result, self._settle(result, retries)
 
     def _hedged(
-        self, model: str, hedge_to: str, messages: Sequence[Message], max_tokens: int, intended_ns: int
+        self,
+        model: str,
+        hedge_to: str,
+        messages: Sequence[Message],
+        max_tokens: int,
+        intended_ns: int,
+        retries: int,
     ) -> RequestResult:
+        """Step 3 of the module docstring; returns the attempt to settle (the others are settled here)."""
         assert self.config.hedge_after_s is not None
         first: gevent.event.AsyncResult = gevent.event.AsyncResult()
 
-        def start(name: str, which: str) -> gevent.Greenlet:
+        def start(name: str, intended: int) -> gevent.Greenlet:
             def on_first_token() -> None:
                 if not first.ready():
-                    first.set(which)
+                    first.set(greenlet)
 
-            return gevent.spawn(self.send, name, messages, max_tokens, intended_ns, on_first_token)
+            greenlet = gevent.spawn(self.send, name, messages, max_tokens, intended, on_first_token)
+            return greenlet
 
-        primary = start(model, "primary")
+        primary = start(model, intended_ns)
         gevent.wait([primary, first], timeout=self.config.hedge_after_s, count=1)
-        result: RequestResult
         if primary.ready() or first.ready():
-            result = primary.get()
-            self.recorder.record(result)
+            result: RequestResult = primary.get()
             return result
         self.recorder.count("hedges", model)
-        hedge = start(hedge_to, "hedge")
-        while not first.ready() and not (primary.ready() and hedge.ready()):
-            gevent.wait([primary, hedge, first], count=1)
-        if first.ready():
-            winner, loser = (hedge, primary) if first.get() == "hedge" else (primary, hedge)
-            loser.kill(block=True)
-            if winner is hedge:
-                self.recorder.count("hedge_wins", model)
-            result = winner.get()
-            self.recorder.record(result)
-            return result
-        for greenlet in (hedge, primary):  # both failed before any token: both attempts are recorded
-            self.recorder.record(greenlet.get())
-        result = primary.get()
+        hedge = start(hedge_to, self.clock())
+        pending = [primary, hedge]
+        while not first.ready() and len(pending) > 1:
+            gevent.wait([*pending, first], count=1)
+            for greenlet in [g for g in pending if g.ready() and not first.ready()]:
+                pending.remove(greenlet)
+                self._settle(greenlet.get(), retries)  # failed before any token; the other goes on
+        kept = first.get() if first.ready() else pending[0]  # the first to stream, or the last one left
+        for greenlet in pending:
+            if greenlet is kept:
+                continue
+            if greenlet.ready():
+                self._settle(greenlet.get(), retries)  # it failed just as the other streamed
+            else:
+                greenlet.kill(block=True)  # cancelled before its first token: not a request
+        if kept is hedge:
+            self.recorder.count("hedge_wins", model)
+        result = kept.get()
         return result

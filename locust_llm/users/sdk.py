@@ -14,13 +14,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import openai
+import orjson
 from locust import User
 from locust.env import Environment
 
 from locust_llm.metrics import RequestResult
-from locust_llm.sse import TOKEN_FIELDS, error_message
+from locust_llm.sse import TOKEN_FIELDS, parse_chunk
 from locust_llm.tokens import estimate_prompt_tokens
-from locust_llm.users.attempt import Attempt, FirstToken, os_reason
+from locust_llm.users.attempt import Attempt, FirstToken
 from locust_llm.users.base import LLMUserMixin
 
 __all__ = ["OpenAISdkUser"]
@@ -71,6 +72,7 @@ class OpenAISdkUser(LLMUserMixin, User):
                     extra_body=self.workload.extra_body,
                 )
                 result.http_status = 200
+                attempt.header = stream.response.headers.get
                 for chunk in stream:
                     _on_chunk(chunk, attempt.clock(), result)
                     if on_first_token is not None and result.token_ns:
@@ -80,19 +82,23 @@ class OpenAISdkUser(LLMUserMixin, User):
                 attempt.check_not_empty()
             except openai.APIStatusError as exc:
                 response = exc.response
-                attempt.http_error(exc.status_code, response.reason_phrase, response.text, response.headers.get)
+                attempt.header = response.headers.get
+                attempt.http_error(exc.status_code, response.reason_phrase, response.text)
             except openai.APITimeoutError:
                 attempt.silence()
             except openai.APIConnectionError as exc:
-                attempt.connection_error(os_reason(exc))
+                attempt.connection_error(exc)
             except openai.APIError as exc:  # an error event in the stream (the SDK raises it)
-                attempt.stream_error(error_message(exc.body) if exc.body is not None else exc.message)
+                attempt.stream_error(parse_chunk(orjson.dumps({"error": exc.body or exc.message})))
             except ValueError as exc:  # a chunk the SDK could not decode
                 attempt.malformed(str(exc))
             except Exception as exc:  # mid-stream, the SDK lets its HTTP library's transport errors through
                 if not _transport_error(exc):
                     raise
-                attempt.silence() if "Timeout" in type(exc).__name__ else attempt.connection_error(os_reason(exc))
+                if "Timeout" in type(exc).__name__:
+                    attempt.silence()
+                else:
+                    attempt.connection_error(exc)
         result.settle_tokens(estimate_prompt_tokens(messages))
         return result
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 import errno
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from locust_llm.metrics import Outcome, RequestResult
 from locust_llm.sse import MalformedChunk, SSEDecoder, SSEEvent, parse_chunk
-from locust_llm.users.attempt import Attempt, FirstToken, os_reason, preview, progress
+from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
 
 __all__ = ["run_stream"]
 
@@ -50,6 +51,7 @@ def run_stream(
         try:
             response = http.request("POST", uri, body=body, headers=headers)
             result.http_status = response.status_code
+            attempt.header = partial(_header, response)
             if result.http_status != 200:
                 _read_http_error(response, attempt)
             elif not _is_event_stream(response):
@@ -68,7 +70,7 @@ def run_stream(
                 result.fail(Outcome.MALFORMED, preview(f"malformed HTTP response: {exc}", attempt.secrets))
         except OSError as exc:
             result.stale = not result.http_status and exc.errno in _STALE_ERRNOS
-            attempt.connection_error(os_reason(exc))
+            attempt.connection_error(exc)
         finally:
             if response is not None:
                 response.release()
@@ -98,8 +100,8 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
                 on_first_token = None
             if result.outcome is not Outcome.OK:
                 return
-    if not done:
-        for event in decoder.finish():
+    if not done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
+        for event in decoder.feed(_leftover(response)) + decoder.finish():
             done = _on_event(event, clock(), result, attempt) or done
         if result.outcome is not Outcome.OK:
             return
@@ -107,6 +109,16 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
     attempt.check_not_empty()
     if result.token_ns and not done:
         result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{progress(result)}")
+
+
+def _leftover(response: Any) -> bytes:
+    """Bytes the client's ``readline`` left unread at the end of the body (it returns no line without a separator)."""
+    buffer = getattr(response, "_body_buffer", None)
+    if not buffer:
+        return b""
+    data = bytes(buffer)
+    del buffer[:]
+    return data
 
 
 def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Attempt) -> bool:
@@ -122,7 +134,7 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Atte
         result.end_ns = now_ns
         return True
     if chunk.error is not None:
-        attempt.stream_error(chunk.error)
+        attempt.stream_error(chunk)
     if chunk.finish_reason is not None:
         result.finish_reason = chunk.finish_reason
     if chunk.completion_tokens is not None:
@@ -133,6 +145,7 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Atte
 
 
 def _header(response: Any, name: str) -> str:
+    """A response header (the first value of a repeated one), or ``""``."""
     value = response.get(name)
     if isinstance(value, list):
         value = value[0] if value else ""
@@ -149,8 +162,7 @@ def _read_http_error(response: Any, attempt: Attempt) -> None:
         raw = response.read(8192)
     except (OSError, HTTPParseError):
         raw = b""
-    reason = getattr(response, "status_message", "") or ""
-    attempt.http_error(response.status_code, reason, raw, lambda name: _header(response, name))
+    attempt.http_error(response.status_code, getattr(response, "status_message", "") or "", raw)
 
 
 def _read_not_sse(response: Any, attempt: Attempt) -> None:

@@ -1,23 +1,90 @@
 """A small HTTP server that misbehaves on purpose: ``python -m tests.support.bad_server MODE``.
 
-Modes: ``unauthorized`` (401 with an OpenAI-style JSON error that echoes the key), ``cut`` (200 SSE, two tokens,
-then the connection is dropped), ``json200`` (200 with a JSON body although a stream was asked for).
+Modes:
+
+- ``unauthorized``: 401 with an OpenAI-style JSON error that echoes the key;
+- ``cut``: 200 SSE, two tokens, then the connection is dropped;
+- ``json200``: 200 with a JSON body although a stream was asked for;
+- ``ok``: a proper short stream (three tokens, usage, ``[DONE]``);
+- ``revoke:N``: ``ok`` for the first N requests, then 401 (a key revoked mid-run);
+- ``cr``, ``crlf``: ``ok`` with lines ending in CR alone / CRLF; ``keepalive``: ``ok`` with bare ``data:`` lines;
+- ``ratelimit-stream``: a 200 stream whose first event is a rate-limit error object;
+- ``echo-stream-error``: a 200 stream whose error object echoes the key;
+- ``retry-after:VALUE``: 429 with ``Retry-After: VALUE`` for every request.
+
+``GET /seen`` answers ``{"requests": N, "auth": [every Authorization header seen], "headers": {name: values}}``.
 Prints ``listening on http://127.0.0.1:PORT/v1`` when ready.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import sys
 
 TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason":null}]}\n\n'
+USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}\n\n'
+DONE = b"data: [DONE]\n\n"
+SEEN: dict = {"requests": 0, "auth": [], "headers": {}}
 
 
-def _response(status: str, content_type: str, body: bytes, chunked: bool = False) -> bytes:
-    head = f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n"
+def _response(status: str, content_type: str, body: bytes, chunked: bool = False, extra: str = "") -> bytes:
+    head = f"HTTP/1.1 {status}\r\nContent-Type: {content_type}\r\n{extra}"
     if chunked:
         return head.encode() + b"Transfer-Encoding: chunked\r\n\r\n"
     return head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body
+
+
+def _chunk(data: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(data), data)
+
+
+async def _stream(writer: asyncio.StreamWriter, events: list[bytes], newline: bytes = b"\n") -> None:
+    writer.write(_response("200 OK", "text/event-stream", b"", chunked=True))
+    for event in events:
+        writer.write(_chunk(event.replace(b"\n", newline)))
+        await writer.drain()
+        await asyncio.sleep(0.005)
+    writer.write(b"0\r\n\r\n")
+
+
+def _error(message: bytes, code: bytes = b"") -> bytes:
+    return b'data: {"error": {"message": "' + message + b'", "type": "requests", "code": "' + code + b'"}}\n\n'
+
+
+async def answer(mode: str, key: bytes, writer: asyncio.StreamWriter) -> bool:
+    """Answer one request; False when the connection must be dropped."""
+    name, _, arg = mode.partition(":")
+    ok = [TOKEN, TOKEN, TOKEN, USAGE, DONE]
+    if name == "unauthorized" or (name == "revoke" and SEEN["requests"] > int(arg)):
+        body = (b'{"error": {"message": "Incorrect API key provided: ' + key + b'.", "type": '
+                b'"invalid_request_error", "code": "invalid_api_key"}}')  # fmt: skip
+        writer.write(_response("401 Unauthorized", "application/json", body))
+    elif name == "json200":
+        writer.write(_response("200 OK", "application/json", b'{"choices": [{"message": {"content": "x"}}]}'))
+    elif name == "cut":
+        writer.write(_response("200 OK", "text/event-stream", b"", chunked=True))
+        for _ in range(2):
+            writer.write(_chunk(TOKEN))
+            await writer.drain()
+            await asyncio.sleep(0.01)
+        writer.transport.abort()
+        return False
+    elif name in ("ok", "revoke"):
+        await _stream(writer, ok)
+    elif name in ("cr", "crlf"):
+        await _stream(writer, ok, b"\r" if name == "cr" else b"\r\n")
+    elif name == "keepalive":
+        await _stream(writer, [b"data:\n\n", TOKEN, b"data: \n\n", TOKEN, b": ping\n\n", TOKEN, USAGE, DONE])
+    elif name == "ratelimit-stream":
+        await _stream(writer, [_error(b"Rate limit reached for requests", b"rate_limit_exceeded")])
+    elif name == "echo-stream-error":
+        await _stream(writer, [TOKEN, _error(b"internal error for key " + key, b"server_error")])
+    elif name == "retry-after":
+        body = b'{"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}'
+        writer.write(_response("429 Too Many Requests", "application/json", body, extra=f"Retry-After: {arg}\r\n"))
+    await writer.drain()
+    return True
 
 
 async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -26,31 +93,22 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
             head = await reader.readuntil(b"\r\n\r\n")
             length = 0
             auth = b""
-            for line in head.split(b"\r\n"):
+            for line in head.split(b"\r\n")[1:]:
                 name, _, value = line.partition(b":")
+                SEEN["headers"].setdefault(name.decode().lower(), []).append(value.strip().decode())
                 if name.lower() == b"content-length":
                     length = int(value)
                 if name.lower() == b"authorization":
                     auth = value.strip()
             await reader.readexactly(length)
-            if mode == "unauthorized":
-                key = auth.split(b" ", 1)[-1]
-                body = (
-                    b'{"error": {"message": "Incorrect API key provided: ' + key + b'.", "type": '
-                    b'"invalid_request_error", "code": "invalid_api_key"}}'
-                )
-                writer.write(_response("401 Unauthorized", "application/json", body))
-            elif mode == "json200":
-                writer.write(_response("200 OK", "application/json", b'{"choices": [{"message": {"content": "x"}}]}'))
-            elif mode == "cut":
-                writer.write(_response("200 OK", "text/event-stream", b"", chunked=True))
-                for _ in range(2):
-                    writer.write(b"%x\r\n%s\r\n" % (len(TOKEN), TOKEN))
-                    await writer.drain()
-                    await asyncio.sleep(0.01)
-                writer.transport.abort()
+            if head.startswith(b"GET /seen"):
+                writer.write(_response("200 OK", "application/json", json.dumps(SEEN).encode()))
+                await writer.drain()
+                continue
+            SEEN["requests"] += 1
+            SEEN["auth"].append(auth.decode())
+            if not await answer(mode, auth.split(b" ", 1)[-1], writer):
                 return
-            await writer.drain()
     except (asyncio.IncompleteReadError, ConnectionError):
         pass
     finally:

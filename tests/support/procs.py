@@ -22,8 +22,10 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_locust(*args: str, cwd: Path, timeout_s: float = 180, env: dict[str, str] | None = None):
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
+def run_locust(
+    *args: str, cwd: Path, timeout_s: float = 180, env: dict[str, str] | None = None, locustfile: Path = LOCUSTFILE
+):
+    cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), *args]
     return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, env=env or clean_env())
 
 

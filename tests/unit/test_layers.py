@@ -10,6 +10,7 @@ ADAPTERS = {
     "locust_llm.run",
     "locust_llm.recorder",
     "locust_llm.outputs",
+    "locust_llm.preflight",
     "locust_llm.users.base",
     "locust_llm.users.attempt",
     "locust_llm.users.chat",

@@ -62,3 +62,32 @@ def test_prices():
     # 1,000 prompt tokens at $0.20/M and 500 completion tokens at $0.50/M
     assert Prices(0.20, 0.50).cost_usd(1000, 500) == pytest.approx((1000 * 0.20 + 500 * 0.50) / 1e6)
     assert Prices(None, 2.0).cost_usd(10**6, 10**6) == pytest.approx(2.0)
+
+
+def test_latency_limits_judge_what_users_felt_when_the_row_has_client_figures():
+    sla = Sla(ttft_p99_ms=3000, e2e_p99_ms=5000)
+    # attempts were quick, but retries after 429s made users wait: client p99s over the limits
+    step = {"ttft_p99_ms": 800, "e2e_p99_ms": 1700, "client_ttft_p99_ms": 6400, "client_e2e_p99_ms": 7600,
+            "requests": 300, "errors": 60, "client_requests": 240, "client_ok": 240}  # fmt: skip
+    assert sla.failures(step) == ["TTFT p99 6400 ms > 3000 ms", "E2E p99 7600 ms > 5000 ms"]
+    plain = {"ttft_p99_ms": 800, "e2e_p99_ms": 1700, "requests": 300, "errors": 0}  # plain Locust CSVs
+    assert sla.failures(plain) == []
+
+
+def test_the_error_limit_counts_client_requests_that_got_no_answer():
+    step = {"ttft_p99_ms": 100, "requests": 300, "errors": 100, "client_requests": 240, "client_ok": 193}
+    assert error_rate(step) == pytest.approx(47 / 240)
+    assert Sla(ttft_p99_ms=3000).failures(step) == ["error rate 19.6% > 1%"]  # the default limit applies
+
+
+def test_the_default_error_limit_and_its_description():
+    assert Sla().error_limit is None and Sla(max_error_rate=0.05).error_limit == 0.05
+    assert Sla(ttft_p99_ms=500).error_limit == 0.01
+    assert Sla(ttft_p99_ms=500).describe() == "TTFT p99 <= 500 ms, error rate <= 1% (default)"
+    assert Sla(itl_p99_ms=20, max_error_rate=0.1).describe() == "ITL p99 <= 20 ms, error rate <= 10%"
+
+
+def test_a_client_request_is_judged_from_its_intended_start():
+    retried = request(ttft_ms=100)  # the final attempt's first token 100 ms after its send
+    assert Sla(ttft_p99_ms=150).good(retried)
+    assert not Sla(ttft_p99_ms=150).good(retried, start_ns=-200 * MS)  # the client asked 200 ms before the send

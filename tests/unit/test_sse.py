@@ -142,3 +142,50 @@ def test_error_object_inside_the_stream():
 def test_malformed_chunks_are_rejected_with_a_readable_message(payload, message):
     with pytest.raises(MalformedChunk, match=message):
         parse_chunk(payload)
+
+
+def test_a_bare_data_line_is_a_keep_alive_not_an_event():
+    decoder = SSEDecoder()
+    assert decoder.feed(b"data:\n\ndata: \n\n: ping\n\n") == []
+    assert [e.data for e in decoder.feed(b'data: {"a": 1}\n\n')] == [b'{"a": 1}']
+
+
+def test_cr_only_line_endings_make_the_same_events():
+    lf = b'data: {"choices": []}\n\ndata: [DONE]\n\n'
+    for stream in (lf, lf.replace(b"\n", b"\r\n"), lf.replace(b"\n", b"\r")):
+        decoder = SSEDecoder()
+        assert [e.data for e in decoder.feed(stream) + decoder.finish()] == [b'{"choices": []}', b"[DONE]"], stream
+
+
+def test_whitespace_data_is_ignored_not_malformed():
+    assert parse_chunk(b" ") == ChatChunk() and parse_chunk(b"\n") == ChatChunk()
+
+
+@pytest.mark.parametrize("usage", [b'"12"', b"[1, 2]", b"3"])
+def test_a_usage_that_is_not_an_object_is_malformed(usage):
+    with pytest.raises(MalformedChunk, match="'usage' is not an object"):
+        parse_chunk(b'{"choices": [], "usage": ' + usage + b"}")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"},
+        {"message": "slow down", "type": "rate_limit_error"},
+        {"message": "Too Many Requests", "status": 429},
+        "rate limit exceeded",
+    ],
+)
+def test_a_rate_limit_inside_the_stream_is_a_429(error):
+    chunk = parse_chunk(orjson.dumps({"error": error}))
+    assert chunk.error and chunk.error_status == 429
+
+
+def test_an_in_stream_rate_limit_carries_its_retry_after():
+    assert parse_chunk(b'{"error": {"code": "rate_limit_exceeded", "retry_after": 2}}').retry_after_s == 2.0
+    assert parse_chunk(b'{"error": {"code": "rate_limit_exceeded", "retry_after_ms": 250}}').retry_after_s == 0.25
+    assert parse_chunk(b'{"error": {"code": "rate_limit_exceeded", "retry_after": -1}}').retry_after_s is None
+
+
+def test_other_in_stream_errors_are_not_429s():
+    assert parse_chunk(b'{"error": {"message": "engine overloaded", "code": "server_error"}}').error_status is None

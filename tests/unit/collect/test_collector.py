@@ -1,7 +1,7 @@
 from types import SimpleNamespace
 
 from locust_llm.collect.collector import REPORT_KEY, Collector
-from locust_llm.collect.health import StepHealth, invalid_reasons
+from locust_llm.collect.health import StepHealth, Validity, invalid_reasons
 from locust_llm.collect.stats import StatsKey, StatsTable
 from locust_llm.metrics import RequestResult
 
@@ -95,5 +95,5 @@ def test_windows_exclude_the_warmup_and_carry_the_health():
     c.begin_step(1, 4, warmup_ns=0)
     c.health[1].add_cpu("local", 12.5)
     c.end()
-    (window,) = c.windows(max_cpu_pct=80.0, max_lag_ms=10.0)
+    (window,) = c.windows(Validity(max_cpu_pct=80.0, max_lag_ms=10.0))
     assert window.step == 1 and window.cpu_max_pct == 12.5 and window.invalid_reasons == ()

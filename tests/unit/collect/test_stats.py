@@ -67,3 +67,23 @@ def test_drain_returns_the_delta_and_starts_afresh():
     table.add(req(200 * MS, [300, 320], 330 * MS), timeline().locate)
     delta = table.drain()
     assert len(delta) > 0 and len(table) == 0
+
+
+def test_scheduling_lag_is_measured_from_the_intended_start_and_added_to_ttft():
+    table = StatsTable()
+    late = req(300 * MS, [400], 450 * MS)
+    late.intended_ns = 240 * MS  # ready at 240 ms, sent at 300 ms: 60 ms late
+    table.add(late, timeline().locate)
+    stats = table.get(StatsKey(1, "m", STEADY))
+    assert stats.hist["lag"].max == 60 * MS
+    assert stats.hist["ttft"].max == 100 * MS  # from the send
+    assert stats.hist["ttft_lag"].max == 160 * MS  # what the user would have seen: from when it was ready
+
+
+def test_client_latencies_count_from_the_client_requests_intended_start():
+    table = StatsTable()
+    final = req(500 * MS, [650, 700], 720 * MS)  # a retry, sent at 500 ms
+    table.add_client("m", 200 * MS, final, timeline().locate, good=True)  # the client asked at 200 ms
+    stats = table.get(StatsKey(1, "m", STEADY))
+    assert stats.hist["client_ttft"].max == 450 * MS and stats.hist["client_e2e"].max == 520 * MS
+    assert (stats.counts["client_requests"], stats.counts["client_ok"], stats.counts["client_good"]) == (1, 1, 1)

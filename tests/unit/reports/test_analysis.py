@@ -1,4 +1,6 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from locust_llm.reports.analysis import analyze, provider_cap, sla_capacity, throughput_saturation
 from locust_llm.sla import Prices, Sla
@@ -33,10 +35,47 @@ def test_flat_then_bending_run():
     assert not a.provider_is_the_wall and a.provider_cap_users is None
 
 
-def test_saturation_uses_the_marginal_gain_per_user():
-    # gains per user: 81.25 at low load, then 60, 43.75, 7.5 (< 25% of 81.25)
+def test_saturation_is_the_lowest_plateau_step_no_later_step_contradicts():
+    # peak 2070 at 64; 1830 at 32 is 88% of it and 64 adds 13% (< 15%)
     users, note = throughput_saturation(FLAT_THEN_BENDING)
-    assert users == 32 and "9% of the 81.25 per user at 8 users" in note
+    assert users == 32 and "88% of the peak 2070" in note
+
+
+def tok(*values):
+    return [{"users": u, "output_tok_s": float(v)} for u, v in zip(USERS, values, strict=False)]
+
+
+@pytest.mark.parametrize(
+    ("curve", "expected"),
+    [
+        ((1000, 1000, 1300, 1700, 1750), 64),  # flat, then rising ~30%: not saturated at its flat start
+        ((650, 1130, 1830, 1840, 1835), 32),  # rising, then flat
+        ((650, 1100, 1800, 1700, 1850), 32),  # a noisy plateau: +3% and -6% are noise
+        ((100, 200, 400, 800, 1600), None),  # still rising at the end
+        ((100, 200, 400, 800, 1000), None),  # the last doubling still adds 25%: not shown to be flat
+        ((100, 200, 400, 800, 900), 64),  # the last doubling adds 12.5%: the plateau begins at 64
+        ((500, 1000, 900, 700, 600), 16),  # a peak, then collapse: the peak is where it saturates
+        ((0, 0, 0), None),
+    ],
+)
+def test_saturation_on_synthetic_curves(curve, expected):
+    assert throughput_saturation(tok(*curve))[0] == expected
+
+
+@given(st.lists(st.floats(min_value=1, max_value=1e5), min_size=2, max_size=8))
+def test_no_later_step_contradicts_the_saturation_point(values):
+    steps = [{"users": 2**i, "output_tok_s": v} for i, v in enumerate(values)]
+    users, _ = throughput_saturation(steps)
+    if users is not None:
+        k = next(i for i, s in enumerate(steps) if s["users"] == users)
+        assert all(s["output_tok_s"] <= 1.15 * values[k] for s in steps[k + 1 :])
+        assert values[k] >= 0.85 * max(values) and k < len(values) - 1
+
+
+def test_the_recommendation_never_comes_from_a_contradicted_saturation():
+    # flat then rising: the old marginal-gain rule recommended 8 users, below the latency knee at 32
+    a = analyze("m", steps([24, 29, 35, 1646, 3064], [1000, 1000, 1300, 1700, 1750]))
+    assert a.throughput_saturation_users == 64 and a.recommended_users == 32
 
 
 def test_linear_run_has_no_limit_within_the_sweep():
@@ -110,3 +149,11 @@ def test_goodput_exact_or_estimated_from_percentiles():
 def test_scaling_latencies_moves_no_knee(scale):
     run = steps([v * scale for v in (24, 29, 35, 1646, 3064)], [650, 1130, 1830, 2070, 2060])
     assert analyze("m", run).latency_knee_users == 32
+
+
+def test_sla_capacity_judges_the_client_perceived_p99():
+    rows = steps([24, 29, 35, 60, 90], [650, 1130, 1830, 2070, 2060],
+                 client_ttft_p99_ms=[30, 40, 50, 900, 4000])  # fmt: skip
+    users, interp, note = sla_capacity(rows, Sla(ttft_p99_ms=500))
+    assert users == 32 and note == "at 64 users TTFT p99 900 ms > 500 ms"
+    assert interp == pytest.approx(32 + 32 * (500 - 50) / (900 - 50), abs=0.05)

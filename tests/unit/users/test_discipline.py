@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from locust_llm.users.discipline import RetryPolicy, retry_after_s
+from locust_llm.users.discipline import RetryPolicy, Wait, retry_after_s
 
 
 def test_retry_after_ms_wins_then_seconds_then_http_date():
@@ -16,7 +16,39 @@ def test_retry_after_ms_wins_then_seconds_then_http_date():
     date = format_datetime(datetime.fromtimestamp(now + 30, UTC), usegmt=True)
     assert retry_after_s(None, date, now) == pytest.approx(30.0)
     assert retry_after_s(None, "soon", now) is None and retry_after_s(None, None, now) is None
-    assert retry_after_s(None, "-5", now) == 0.0
+    assert retry_after_s(None, "0", now) == 0.0  # the server's explicit "now"
+
+
+@pytest.mark.parametrize(
+    ("ms", "seconds"),
+    [("-1500", None), ("nan", None), ("inf", None), ("1e400", None), (None, "-5"), (None, "NaN"), (None, "inf"),
+     (None, "1e999"), (None, "-inf"), ("", "Thu, 01 Jan 1970 00:00:00 GMT"), ("abc", "never")],
+)  # fmt: skip
+def test_unusable_server_values_are_none_never_retry_now(ms, seconds):
+    assert retry_after_s(ms, seconds, 1_800_000_000.0) is None
+
+
+def test_an_unusable_ms_value_falls_back_to_the_seconds_header():
+    assert retry_after_s("nan", "3", 0.0) == 3.0
+
+
+@given(st.one_of(st.none(), st.text(max_size=30)), st.one_of(st.none(), st.text(max_size=40)))
+def test_any_header_text_gives_none_or_a_finite_non_negative_wait(ms, seconds):
+    wait = retry_after_s(ms, seconds, 1_800_000_000.0)
+    assert wait is None or (wait >= 0 and wait < float("inf"))
+
+
+def test_waits_are_capped_and_say_so():
+    policy = RetryPolicy("honor", max_wait_s=60.0)
+    assert policy.wait(10**9, 0, random.Random(0)) == Wait(60.0, True)
+    assert policy.wait(5.0, 0, random.Random(0)) == Wait(5.0, False)
+    assert policy.delay_s(429, 10**9, 0, random.Random(0)) == 60.0
+
+
+def test_unusable_values_take_the_jittered_backoff_never_zero():
+    policy = RetryPolicy("honor", backoff_base_s=1.0)
+    waits = [policy.wait_s(retry_after_s(None, "-5", 0.0), 0, random.Random(i)) for i in range(200)]
+    assert len(set(waits)) == 200 and 0 < sum(waits) / len(waits) < 1.0  # spread over (0, 1): no storm
 
 
 def test_honor_waits_what_the_server_asked():

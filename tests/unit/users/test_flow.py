@@ -5,13 +5,13 @@ from collections import Counter
 import gevent
 
 from locust_llm.metrics import Outcome, RequestResult
-from locust_llm.users.discipline import FlowConfig, RetryPolicy
-from locust_llm.users.flow import Flow
+from locust_llm.users.discipline import RetryPolicy
+from locust_llm.users.flow import Flow, FlowConfig
 
 
 class Recorder:
     def __init__(self):
-        self.results, self.counts, self.clients = [], Counter(), []
+        self.results, self.counts, self.clients, self.client_starts = [], Counter(), [], []
 
     def record(self, result):
         self.results.append(result)
@@ -19,25 +19,34 @@ class Recorder:
     def count(self, name, model, n=1, at_ns=None):
         self.counts[(name, model)] += n
 
-    def record_client(self, model, sent_ns, end_ns, ok):
-        self.clients.append((model, end_ns - sent_ns, ok))
+    def record_client(self, model, intended_ns, final):
+        """(primary model, client-perceived latency from the intended start, ok)"""
+        self.clients.append((model, final.end_ns - intended_ns, final.ok))
+        self.client_starts.append(intended_ns)
 
 
-def answer(model, status=200, retry_after=None):
+def recorder():
+    return Recorder()
+
+
+def answer(model, status=200, retry_after=None, intended_ns=None):
     now = time.perf_counter_ns()
     ok = status == 200
-    return RequestResult(model, now, now, now + 1000, outcome=Outcome.OK if ok else Outcome.for_http_status(status),
-                         http_status=status, token_ns=[now + 500] if ok else [], retry_after_s=retry_after)  # fmt: skip
+    return RequestResult(model, now if intended_ns is None else intended_ns, now, now + 1000,
+                         outcome=Outcome.OK if ok else Outcome.for_http_status(status), http_status=status,
+                         token_ns=[now + 500] if ok else [], retry_after_s=retry_after)  # fmt: skip
 
 
 def scripted(script):
-    """A sender answering each model from its own list of statuses, recording the calls."""
+    """A sender answering each model from its own list of statuses, recording the calls; its results keep the
+    intended start they were given."""
     calls = []
 
     def send(model, messages, max_tokens, intended_ns, on_first_token):
         calls.append((model, intended_ns, time.perf_counter_ns()))
         status = script[model].pop(0)
-        return answer(model, *status) if isinstance(status, tuple) else answer(model, status)
+        status = status if isinstance(status, tuple) else (status,)
+        return answer(model, *status, intended_ns=intended_ns)
 
     return send, calls
 
@@ -48,25 +57,25 @@ def flow(send, recorder, **kw):
 
 def test_fallback_goes_to_the_next_model_on_429_and_503():
     send, calls = scripted({"a": [429], "b": [503], "c": [200]})
-    rec = Recorder()
+    rec = recorder()
     result = flow(send, rec, fallbacks=("b", "c")).request("a", [], 8, time.perf_counter_ns())
     assert result.ok and result.model == "c"
     assert [c[0] for c in calls] == ["a", "b", "c"]
     assert rec.counts[("fallbacks", "b")] == 1 and rec.counts[("fallbacks", "c")] == 1
     assert [r.model for r in rec.results] == ["a", "b", "c"]  # every attempt recorded, per model
     assert rec.clients[0][0] == "a" and rec.clients[0][2] is True  # one client request, on the primary
-    assert rec.clients[0][1] == rec.results[-1].end_ns - rec.results[0].sent_ns  # from the first attempt on
+    assert rec.clients[0][1] == rec.results[-1].end_ns - rec.client_starts[0]  # from the intended start on
 
 
 def test_fallback_on_other_statuses_is_not_taken():
     send, calls = scripted({"a": [500], "b": [200]})
-    result = flow(send, Recorder(), fallbacks=("b",), policy=RetryPolicy("none")).request("a", [], 8, 0)
+    result = flow(send, recorder(), fallbacks=("b",), policy=RetryPolicy("none")).request("a", [], 8, 0)
     assert result.http_status == 500 and [c[0] for c in calls] == ["a"]
 
 
 def test_honor_waits_retry_after_before_the_next_attempt():
     send, calls = scripted({"a": [(429, 0.05), 200]})
-    rec = Recorder()
+    rec = recorder()
     result = flow(send, rec).request("a", [], 8, time.perf_counter_ns())
     assert result.ok and len(calls) == 2
     first_end = rec.results[0].end_ns
@@ -78,7 +87,7 @@ def test_honor_waits_retry_after_before_the_next_attempt():
 
 def test_honor_after_the_last_retry_still_delays_the_users_next_request():
     send, calls = scripted({"a": [(429, 0.05), 200]})
-    f = flow(send, Recorder(), policy=RetryPolicy("honor", max_retries=0))
+    f = flow(send, recorder(), policy=RetryPolicy("honor", max_retries=0))
     assert not f.request("a", [], 8, 0).ok
     before = time.perf_counter_ns()
     f.request("a", [], 8, 0)
@@ -87,32 +96,41 @@ def test_honor_after_the_last_retry_still_delays_the_users_next_request():
 
 def test_naive_retries_at_once_and_none_moves_on():
     send, calls = scripted({"a": [429, 429, 429, 200]})
-    rec = Recorder()
+    rec = recorder()
     assert flow(send, rec, policy=RetryPolicy("naive", max_retries=3)).request("a", [], 8, 0).ok
     assert len(calls) == 4 and rec.counts[("retries", "a")] == 3 and rec.counts[("retry_wait_ms", "a")] == 0
     send, calls = scripted({"a": [429, 200]})
-    assert not flow(send, Recorder(), policy=RetryPolicy("none")).request("a", [], 8, 0).ok
+    assert not flow(send, recorder(), policy=RetryPolicy("none")).request("a", [], 8, 0).ok
     assert len(calls) == 1
 
 
-def slow_then_fast(delays):
-    """Per model: seconds before the first token."""
+def slow_then_fast(delays, fail=None):
+    """Per model: seconds before the first token (or, for the models in ``fail``, before failing with that
+    status). Results keep the intended start they were given, and are sent now."""
     finished = []
 
     def send(model, messages, max_tokens, intended_ns, on_first_token):
+        sent = time.perf_counter_ns()
         gevent.sleep(delays[model])
+        if fail and model in fail:
+            finished.append(model)
+            status, retry_after = fail[model]
+            end = time.perf_counter_ns()
+            return RequestResult(model, intended_ns, sent, end, outcome=Outcome.for_http_status(status),
+                                 http_status=status, retry_after_s=retry_after)  # fmt: skip
+        first = time.perf_counter_ns()
         if on_first_token:
             on_first_token()
         gevent.sleep(0.01)
         finished.append(model)
-        return answer(model)
+        return RequestResult(model, intended_ns, sent, time.perf_counter_ns(), token_ns=[first], http_status=200)
 
     return send, finished
 
 
 def test_hedge_fires_after_the_threshold_and_the_first_to_stream_wins():
     send, finished = slow_then_fast({"a": 0.5, "b": 0.0})
-    rec = Recorder()
+    rec = recorder()
     result = flow(send, rec, fallbacks=("b",), hedge_after_s=0.05).request("a", [], 8, 0)
     assert result.model == "b" and finished == ["b"]  # the slow primary was cancelled
     assert rec.counts[("hedges", "a")] == 1 and rec.counts[("hedge_wins", "a")] == 1
@@ -121,7 +139,7 @@ def test_hedge_fires_after_the_threshold_and_the_first_to_stream_wins():
 
 def test_no_hedge_when_the_first_token_comes_in_time():
     send, finished = slow_then_fast({"a": 0.0, "b": 0.0})
-    rec = Recorder()
+    rec = recorder()
     result = flow(send, rec, fallbacks=("b",), hedge_after_s=0.5).request("a", [], 8, 0)
     assert result.model == "a" and finished == ["a"] and rec.counts[("hedges", "a")] == 0
 
@@ -135,7 +153,7 @@ def test_hedge_without_fallbacks_goes_to_the_same_model_and_the_primary_can_stil
         on_first_token()
         return answer(model)
 
-    rec = Recorder()
+    rec = recorder()
     result = flow(send, rec, hedge_after_s=0.02).request("a", [], 8, 0)
     assert calls == ["a", "a"] and result.model == "a"
     assert rec.counts[("hedges", "a")] == 1 and rec.counts[("hedge_wins", "a")] == 0
@@ -143,10 +161,79 @@ def test_hedge_without_fallbacks_goes_to_the_same_model_and_the_primary_can_stil
 
 def test_honor_with_fallback_routes_around_a_cooling_model_instead_of_coming_back_early():
     send, calls = scripted({"a": [(429, 0.2), 200], "b": [200, 200]})
-    rec = Recorder()
+    rec = recorder()
     f = flow(send, rec, fallbacks=("b",))
     assert f.request("a", [], 8, 0).model == "b"  # a refused: fell back at once
     assert f.request("a", [], 8, 0).model == "b"  # a still cools down: straight to b, a is not asked again early
     assert [c[0] for c in calls] == ["a", "b", "b"]
     gevent.sleep(0.25)
     assert f.request("a", [], 8, 0).model == "a"  # its Retry-After has passed
+
+
+MS = 1_000_000
+
+
+def test_a_hedges_lag_is_its_own_and_the_client_latency_counts_from_the_intended_start():
+    send, _ = slow_then_fast({"a": 0.5, "b": 0.0})
+    rec = recorder()
+    ready = time.perf_counter_ns() - 200 * MS  # the user was ready 200 ms ago: a scheduling lag of 200 ms
+    result = flow(send, rec, fallbacks=("b",), hedge_after_s=0.05).request("a", [], 8, ready)
+    assert result.model == "b" and [r.model for r in rec.results] == ["b"]
+    assert result.lag_ns < 20 * MS  # the hedge was sent when it was meant to be, not 250 ms late
+    assert result.intended_ns >= ready + 240 * MS
+    (_, client_ms, ok), start = rec.clients[0], rec.client_starts[0]
+    assert ok and start == ready and client_ms >= 250 * MS  # the 200 ms lag and the 50 ms before the hedge fired
+
+
+def test_a_primary_failing_after_the_hedge_fired_is_recorded_once_and_cools_down():
+    send, finished = slow_then_fast({"a": 0.1, "b": 0.2}, fail={"a": (429, 5.0)})
+    rec = recorder()
+    f = flow(send, rec, fallbacks=("b",), hedge_after_s=0.05)
+    result = f.request("a", [], 8, time.perf_counter_ns())
+    assert result.ok and result.model == "b" and finished == ["a", "b"]
+    assert [(r.model, r.http_status) for r in rec.results] == [("a", 429), ("b", 200)]  # each attempt once
+    assert f.cooldown_ns["a"] > time.perf_counter_ns() + 4_000 * MS  # a honours its Retry-After
+    assert rec.counts[("hedges", "a")] == 1 and rec.counts[("hedge_wins", "a")] == 1
+
+
+def test_when_both_fail_before_a_token_each_is_recorded_once():
+    send, _ = slow_then_fast({"a": 0.1, "b": 0.15}, fail={"a": (500, None), "b": (503, None)})
+    rec = recorder()
+    result = flow(send, rec, fallbacks=("b",), hedge_after_s=0.05, policy=RetryPolicy("none")).request("a", [], 8, 0)
+    assert not result.ok and sorted(r.model for r in rec.results) == ["a", "b"] and len(rec.results) == 2
+
+
+def test_a_retry_is_meant_to_start_when_its_wait_ends_and_each_refusal_draws_its_wait_once():
+    draws = []
+
+    class CountingRandom(random.Random):
+        def uniform(self, a, b):
+            draws.append((a, b))
+            return super().uniform(a, b)
+
+    send, calls = scripted({"a": [429, 200]})  # no Retry-After: the jittered backoff
+    rec = recorder()
+    f = Flow(send, rec, FlowConfig(policy=RetryPolicy("honor", backoff_base_s=0.05)), CountingRandom(1))
+    assert f.request("a", [], 8, time.perf_counter_ns()).ok
+    assert len(draws) == 1  # the cooldown and the retry's delay are the same draw
+    assert calls[1][1] == f.cooldown_ns["a"]  # the retry is meant to start exactly when the cooldown ends
+
+
+def test_a_capped_wait_is_counted():
+    send, _ = scripted({"a": [(429, 10**6), 200]})
+    rec = recorder()
+    f = flow(send, rec, policy=RetryPolicy("honor", max_wait_s=0.05))
+    assert f.request("a", [], 8, time.perf_counter_ns()).ok
+    assert rec.counts[("retry_waits_capped", "a")] == 1 and rec.counts[("retry_wait_ms", "a")] <= 60
+
+
+def test_a_systematic_failure_pauses_the_user_before_its_next_request(monkeypatch):
+    import locust_llm.users.flow as flow_module
+
+    monkeypatch.setattr(flow_module, "SYSTEMATIC_PAUSE_S", 0.1)
+    refused = answer("a", 401)
+    refused.cause = "http_401"
+    f = flow(lambda *args: refused, recorder(), policy=RetryPolicy("honor"))
+    started = time.perf_counter()
+    f.request("a", [], 8, 0)
+    assert time.perf_counter() - started >= 0.1

@@ -198,3 +198,64 @@ def test_other_http_parse_errors_are_malformed():
 
     result, _ = run(FakeResponse(lines=[HTTPParseError("Invalid header value char")]))
     assert result.outcome is Outcome.MALFORMED
+
+
+class BufferedResponse(FakeResponse):
+    """Like geventhttpclient: readline returns nothing for bytes without a newline, which stay in the buffer."""
+
+    def __init__(self, body):
+        super().__init__(lines=[])
+        self._body_buffer = bytearray(body)
+
+
+def test_cr_only_line_endings_are_decoded():
+    body = b"".join(ROLE + content("a") + content("b") + FINISH + DONE).replace(b"\n", b"\r")
+    result, _ = run(BufferedResponse(body))
+    assert result.outcome is Outcome.OK and len(result.token_ns) == 2
+
+
+def test_keep_alive_data_lines_are_not_protocol_errors():
+    result, _ = run(FakeResponse(lines=[b"data:\n", b"\n", *content("a"), b"data: \n", b"\n", *DONE]))
+    assert result.outcome is Outcome.OK and len(result.token_ns) == 1
+
+
+def test_a_usage_that_is_not_an_object_is_a_recorded_protocol_error():
+    result, _ = run(FakeResponse(lines=content("a") + sse({"choices": [], "usage": "12"}) + DONE))
+    assert result.outcome is Outcome.MALFORMED and result.outcome.status_class.value == "protocol_errors"
+
+
+def test_a_rate_limit_inside_a_200_stream_counts_as_429_with_its_retry_after():
+    error = {"error": {"message": "Rate limit reached", "type": "requests", "code": "rate_limit_exceeded"}}
+    response = FakeResponse(headers={"Content-Type": "text/event-stream", "Retry-After": "7"}, lines=sse(error))
+    result, _ = run(response)
+    assert result.outcome is Outcome.HTTP_429 and result.status == 429 and result.http_status == 200
+    assert result.retry_after_s == 7.0 and result.error.startswith("error in stream: Rate limit reached")
+
+
+def test_server_text_echoing_the_key_is_redacted_in_stream_errors_and_malformed_chunks():
+    echo = {"error": {"message": "bad key sk-test-SECRET for this model"}}
+    result, _ = run(FakeResponse(lines=content("a") + sse(echo)))
+    assert result.outcome is Outcome.STREAM_ERROR and "SECRET" not in result.error and "***" in result.error
+    result, _ = run(FakeResponse(lines=content("a") + sse(b'{"oops sk-test-SECRET')))
+    assert result.outcome is Outcome.MALFORMED and "SECRET" not in result.error
+
+
+@pytest.mark.parametrize(
+    ("error", "cause"),
+    [
+        (ConnectionRefusedError(errno.ECONNREFUSED, "Connection refused"), "refused"),
+        (__import__("socket").gaierror(-2, "Name or service not known"), "dns"),
+        (__import__("ssl").SSLCertVerificationError(1, "certificate verify failed"), "tls"),
+        (ConnectionResetError(errno.ECONNRESET, "Connection reset by peer"), ""),
+    ],
+)
+def test_systematic_network_failures_are_tagged(error, cause):
+    result, _ = run(error=error)
+    assert result.outcome is Outcome.CONNECTION and result.cause == cause
+
+
+@pytest.mark.parametrize(("status", "cause"), [(400, "http_400"), (401, "http_401"), (404, "http_404"), (429, ""),
+                                               (500, ""), (422, "")])  # fmt: skip
+def test_systematic_http_failures_are_tagged(status, cause):
+    result, _ = run(FakeResponse(status, {"Content-Type": "application/json"}, body=b"{}"))
+    assert result.cause == cause

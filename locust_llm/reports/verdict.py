@@ -1,0 +1,37 @@
+"""The exit code of a run is a verdict. Pure.
+
+| code | meaning |
+| --- | --- |
+| 0 | a valid sweep with an analysis; errors past the knee (429s, timeouts) are findings, not failures |
+| 1 | a gate failed: a regression against ``--baseline``, or a given SLA that no tested step meets |
+| 2 | bad input: a bad flag or file (before the run), an unreadable baseline, a report that cannot be written, or a
+  run stopped because every request failed the same systematic way (:mod:`locust_llm.failfast`) |
+| 3 | the measurement is invalid: a saturated generator, a lost worker, a step too short for its requests, or no
+  successful request at any step; such a run is never judged against a baseline |
+
+Locust's ``--exit-code-on-error``, given explicitly, replaces codes 0, 1 and 3 with Locust's own rule (its value
+when any request failed, else 0).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["EXIT_GATE", "EXIT_INPUT", "EXIT_INVALID", "EXIT_OK", "verdict"]
+
+EXIT_OK = 0
+EXIT_GATE = 1
+EXIT_INPUT = 2
+EXIT_INVALID = 3
+
+
+def verdict(summary: dict[str, Any], gate_code: int = EXIT_OK) -> tuple[int, str]:
+    """``(exit code, why)`` of a run with ``summary`` whose baseline gate (if any) gave ``gate_code`` (0 or 1)."""
+    if not summary["valid"]:
+        return EXIT_INVALID, "the measurement is invalid: " + "; ".join(summary["invalid_reasons"])
+    if gate_code == EXIT_GATE:
+        return EXIT_GATE, "a regression against the baseline"
+    sla = summary.get("sla") or {}
+    if sla.get("described") and summary["knee"].get("sla_max_users") is None:
+        return EXIT_GATE, f"no tested concurrency meets the SLA ({sla['described']})"
+    return EXIT_OK, "a valid sweep"
