@@ -20,7 +20,7 @@ from locust.exception import StopTest
 from locust.runners import MasterRunner, WorkerRunner
 
 from locust_llm.collect.collector import Collector
-from locust_llm.collect.health import needed_step_s
+from locust_llm.collect.health import needed_step_s, warmup_for
 from locust_llm.config import RunConfig, is_secret_header
 from locust_llm.parsers import ConfigError
 from locust_llm.recorder import Recorder
@@ -106,18 +106,23 @@ class LLMRun:
         says how long steps must be when the configured ones are too short for this workload."""
         config = self.require_config()
         duration = config.step_duration_s if step_duration_s is None else step_duration_s
-        warmup_s = config.warmup_s(duration)
-        note = ""
+        auto_s = warmup_s = config.warmup_s(duration)
+        note, carryover = "", None
         if step > 1:
             e2e, requests, req_s = self.collector.step_e2e(step - 1)
-            p90_s = e2e.quantile(0.9) / 1e9 if e2e.count else 0.0
-            if config.warmup.is_auto and p90_s > warmup_s:
-                warmup_s = min(p90_s, 0.5 * duration)
-                note = f", covering the previous step's E2E p90 of {p90_s:.1f} s"
-                note += " (capped at half the step)" if p90_s > warmup_s else ""
+            p90_s = e2e.quantile(0.9) / 1e9 if e2e.count else None
+            if config.warmup.is_auto:
+                warmup_s, capped = warmup_for(warmup_s, p90_s, duration)
+                if p90_s is not None and auto_s < p90_s <= warmup_s:
+                    note = f", covering the previous step's E2E p90 of {p90_s:.1f} s"
+                elif capped:
+                    note = f", capped at half the step: shorter than the previous step's E2E p90 of {p90_s:.1f} s"
+            if p90_s is not None and warmup_s < p90_s:
+                carryover = (warmup_s, p90_s)
             if step == 2:
                 self._advise_step_length(duration, e2e, requests, req_s)
         self.collector.begin_step(step, users, int(warmup_s * 1e9))
+        self.collector.health[step].carryover = carryover
         logger.info("locust-llm step %d: %d users (warm-up %.1f s%s)", step, users, warmup_s, note)
 
     def _advise_step_length(self, duration_s: float, e2e: Any, requests: int, req_s: float) -> None:

@@ -9,10 +9,13 @@ with it, so a step is marked invalid (never silently analysed) when, during the 
 3. the scheduling lag p99 (a user was ready, but its request went out later) of a model's steady window exceeded
    ``max_lag_ms``;
 4. its steady window holds fewer than ``min_requests`` completed requests (all models): too few to describe it;
-5. the E2E p50 of its successful requests (all models) exceeds ``max_e2e_share`` (half) of the steady window:
-   requests that long mostly started under another step's load, so the window does not describe its own.
+5. the E2E p50 of its successful requests (all models) exceeds ``max_e2e_share`` (all) of the steady window: the
+   median request lasts longer than the window, so fewer than one request per user ends in it and those that do
+   began before it;
+6. its warm-up was shorter than the previous step's E2E p90 (the automatic warm-up covers it, up to half the
+   step): requests sent under the previous step's load still end in its steady window.
 
-Each rule that fires adds one readable reason. Steps long enough for rules 4 and 5 are at least
+Each rule that fires adds one readable reason. Steps long enough for rules 4 to 6 are at least
 :func:`needed_step_s` long.
 """
 
@@ -23,9 +26,9 @@ from dataclasses import dataclass, field
 from locust_llm.collect.stats import STEADY, StatsTable
 from locust_llm.histogram import Histogram
 
-__all__ = ["MAX_E2E_SHARE", "StepHealth", "Validity", "invalid_reasons", "needed_step_s"]
+__all__ = ["MAX_E2E_SHARE", "StepHealth", "Validity", "invalid_reasons", "needed_step_s", "warmup_for"]
 
-MAX_E2E_SHARE = 0.5
+MAX_E2E_SHARE = 1.0
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,7 @@ class StepHealth:
     workers_min: int | None = None
     workers_max: int | None = None
     lost: list[str] = field(default_factory=list)
+    carryover: tuple[float, float] | None = None  # (warm-up s, previous step's E2E p90 s) when the first is shorter
 
     def add_cpu(self, name: str, pct: float) -> None:
         if pct > self.cpu_max_pct.get(name, -1.0):
@@ -70,7 +74,7 @@ def invalid_reasons(
     min_requests: int = 0,
     max_e2e_share: float = MAX_E2E_SHARE,
 ) -> list[str]:
-    """The reasons step ``step`` is invalid (rules 1-5 of the module docstring, in that order); empty when valid.
+    """The reasons step ``step`` is invalid (rules 1-6 of the module docstring, in that order); empty when valid.
     Rules 4 and 5 need the steady window's length ``window_s``."""
     reasons = [
         f"generator saturated: {name} CPU {pct:.0f}% > {max_cpu_pct:g}%"
@@ -86,6 +90,12 @@ def invalid_reasons(
                 reasons.append(f"scheduling lag p99 {p99_ms:.1f} ms > {max_lag_ms:g} ms ({key.model})")
     if window_s is not None:
         reasons += _length_reasons(step, table, window_s, min_requests, max_e2e_share)
+    if health.carryover is not None:
+        warmup_s, p90_s = health.carryover
+        reasons.append(
+            f"warm-up {warmup_s:.1f} s shorter than the previous step's E2E p90 {p90_s:.1f} s: requests sent under "
+            "its load end in this window (lengthen --step-duration)"
+        )
     return reasons
 
 
@@ -103,15 +113,29 @@ def _length_reasons(step: int, table: StatsTable, window_s: float, min_requests:
         )
     if e2e.count and e2e.quantile(0.5) / 1e9 > share * window_s:
         reasons.append(
-            f"requests too long for the step: E2E p50 {e2e.quantile(0.5) / 1e9:.1f} s > {100 * share:g}% of the "
+            f"requests too long for the step: E2E p50 {e2e.quantile(0.5) / 1e9:.1f} s > {_share(share)} the "
             f"{window_s:.1f} s steady window (lengthen --step-duration)"
         )
     return reasons
 
 
+def _share(share: float) -> str:
+    return "the whole of" if share == 1 else f"{100 * share:g}% of"
+
+
+def warmup_for(auto_s: float, previous_p90_s: float | None, step_s: float) -> tuple[float, bool]:
+    """The automatic warm-up of a step: ``max(auto_s, previous step's E2E p90)``, at most half the step; and
+    whether the cap left it shorter than that p90 (rule 6)."""
+    if previous_p90_s is None or previous_p90_s <= auto_s:
+        return auto_s, False
+    return min(previous_p90_s, 0.5 * step_s), previous_p90_s > 0.5 * step_s
+
+
 def needed_step_s(e2e_p50_s: float, e2e_p90_s: float, req_s: float, min_requests: int, warmup_s: float) -> float:
-    """How long a step must last for this workload: a warm-up that covers the previous step's E2E p90 (at least
-    ``warmup_s``), then a steady window of at least twice the E2E p50 (rule 5) holding ``min_requests`` completed
-    requests at ``req_s`` (rule 4): ``max(warmup, p90) + max(p50 / share, min_requests / req_s)``."""
+    """How long a step must last for this workload: twice the warm-up that covers the E2E p90 (rule 6: the
+    automatic warm-up is at most half the step), and at least that warm-up plus a steady window holding the E2E
+    p50 (rule 5) and ``min_requests`` completed requests at ``req_s`` (rule 4):
+    ``max(2 * max(warmup, p90), max(warmup, p90) + max(p50 / share, min_requests / req_s))``."""
+    warmup = max(warmup_s, e2e_p90_s)
     window = max(e2e_p50_s / MAX_E2E_SHARE, min_requests / req_s if req_s > 0 else 0.0)
-    return max(warmup_s, e2e_p90_s) + window
+    return max(2 * warmup, warmup + window)

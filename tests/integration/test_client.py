@@ -49,6 +49,28 @@ def test_honor_never_comes_back_before_retry_after(policies):
     assert int(row["retries"]) > 0 and float(row["retry_wait_s"]) > 0
 
 
+def test_the_sla_judges_what_users_felt(policies):
+    from locust_llm.reports.analysis import sla_capacity
+    from locust_llm.sla import Sla
+
+    _, _, row = policies["honor"]
+    # every attempt that got through was quick, but the refused users kept being refused until they gave up
+    assert float(row["ttft_p99_ms"]) < 300 and int(row["client_requests"]) > int(row["client_ok"])
+    assert float(row["client_ttft_p99_ms"]) >= float(row["ttft_p50_ms"])  # from the intended start: never less
+    (step,) = read_steps_from(row)
+    users, _, note = sla_capacity([step], Sla(ttft_p99_ms=500))
+    failed = 100 * (int(row["client_requests"]) - int(row["client_ok"])) / int(row["client_requests"])
+    assert users is None and f"error rate {failed:.1f}% > 1%" in note  # the default error limit, on client requests
+
+
+def read_steps_from(row):
+    from locust_llm.collect.rows import column_types
+
+    types = column_types()
+    convert = {int: int, float: float, str: str, bool: lambda v: v == "True"}
+    return [{k: (convert[types[k]](v) if v != "" else None) for k, v in row.items() if k in types}]
+
+
 def test_naive_retries_storm_the_provider(policies):
     _, honor, _ = policies["honor"]
     _, naive, row = policies["naive"]
@@ -77,7 +99,10 @@ def test_hedging_keeps_the_first_to_stream_and_cancels_the_other(tmp_path):
         proc = run(tmp_path, base, "--fallback-models", "fast", "--hedge-ttft-ms", "100", users="4")
         served = stats(base)
     assert "Traceback" not in proc.stderr
+    assert proc.returncode == 0, proc.stdout[-3000:]  # a hedged run is a valid measurement
     rows = steps_by_model(tmp_path)
+    assert all(r["valid"] == "True" for r in rows.values()), rows
+    assert float(rows["fast"]["sched_lag_p99_ms"]) < 10  # each hedge is sent when it is meant to be
     primary = rows["sim-llm"]
     hedges, wins = int(primary["hedges"]), int(primary["hedge_wins"])
     # a hedge is filed when it fires and its win when its first token comes: at the edges of the steady window one

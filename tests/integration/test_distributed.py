@@ -95,6 +95,17 @@ def test_nothing_lost_nothing_counted_twice(runs):
     assert served["cancelled"] == 0
 
 
+def test_distributed_percentiles_match_the_simulators_truth(runs):
+    dist = by_step(read_csv(runs["distributed"][3] / "run_llm_steps.csv"))
+    for step in (1, 2):
+        row = dist[step]
+        # the pacing simulator's truth: TTFT 100 ms, ITL 10 ms (bounds as in test_headless_run)
+        assert TTFT_MS - 2 <= float(row["ttft_p50_ms"]) <= TTFT_MS + 5, row
+        assert TTFT_MS - 2 <= float(row["ttft_p99_ms"]) <= TTFT_MS + 20, row
+        assert ITL_MS - 0.6 <= float(row["itl_p50_ms"]) <= ITL_MS + 1.5, row
+        assert ITL_MS - 0.6 <= float(row["itl_p99_ms"]) <= ITL_MS + 8, row
+
+
 def test_percentiles_match_a_single_process_run_of_the_same_load(runs):
     dist = by_step(read_csv(runs["distributed"][3] / "run_llm_steps.csv"))
     single = by_step(read_csv(runs["single"][3] / "run_llm_steps.csv"))

@@ -97,3 +97,23 @@ def test_windows_exclude_the_warmup_and_carry_the_health():
     c.end()
     (window,) = c.windows(Validity(max_cpu_pct=80.0, max_lag_ms=10.0))
     assert window.step == 1 and window.cpu_max_pct == 12.5 and window.invalid_reasons == ()
+
+
+def test_a_step_too_short_for_its_requests_is_invalid():
+    from locust_llm.collect.stats import StatsTable as Table
+
+    table = Table()
+    stats = table.get(StatsKey(1, "m", "steady"))
+    stats.counts["requests"] = 4  # 4 requests of 6 s each ending in a 5 s window
+    for _ in range(4):
+        stats.hist["e2e"].record(6 * 10**9)
+    reasons = invalid_reasons(1, StepHealth(), table, 80.0, 10.0, window_s=5.0, min_requests=10)
+    assert reasons[0] == "too few completed requests in the steady window: 4 < 10 (lengthen --step-duration)"
+    assert reasons[1].startswith("requests too long for the step: E2E p50 6.0 s > the whole of the 5.0 s steady")
+    assert invalid_reasons(1, StepHealth(), table, 80.0, 10.0, window_s=60.0, min_requests=4) == []
+
+
+def test_a_warm_up_shorter_than_the_previous_requests_is_a_reason():
+    health = StepHealth(carryover=(10.0, 22.7))
+    (reason,) = invalid_reasons(2, health, StatsTable(), 80.0, 10.0)
+    assert reason.startswith("warm-up 10.0 s shorter than the previous step's E2E p90 22.7 s")

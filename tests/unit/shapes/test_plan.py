@@ -37,3 +37,9 @@ def test_spawn_rate_reaches_each_step_in_about_a_second():
 def test_invalid_plans(steps, duration):
     with pytest.raises(ValueError):
         StepPlan(steps, duration)
+
+
+def test_spawn_rates_never_pass_locusts_warning_threshold():
+    plan = StepPlan((8, 16, 32, 64, 128, 512), 30.0)
+    assert [plan.spawn_rate(i) for i in range(6)] == [8.0, 8.0, 16.0, 32.0, 64.0, 100.0]
+    assert plan.drain_rate == 100.0 and StepPlan((8, 16), 1.0).drain_rate == 16.0

@@ -1,0 +1,45 @@
+"""The nightly gate on real simulator runs: a third of the KV cache gone is a regression; the same simulator twice
+is not. (The closing note of the [truth] work gives five repeats of the same-simulator pair.)"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.support.procs import run_locust
+
+SWEEP = ("--headless", "--steps", "8,16,32,64", "--step-duration", "8s", "--max-tokens", "64")
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    out = {}
+    for name, sim_args in (("baseline", ""), ("same", ""), ("kv_cut", "--kv-blocks 120")):
+        path = tmp_path_factory.mktemp(name)
+        proc = run_locust(*SWEEP, f"--sim-args={sim_args}", "--csv", str(path / "run"), cwd=path)
+        assert proc.returncode == 0, proc.stdout[-3000:]
+        out[name] = path / "run_llm_summary.json"
+    return out
+
+
+def compare(baseline, current):
+    return subprocess.run([sys.executable, "-m", "locust_llm.cli", "compare", str(baseline), str(current)],
+                          capture_output=True, text=True, timeout=60)  # fmt: skip
+
+
+def test_a_third_of_the_kv_cache_gone_is_a_regression(runs):
+    proc = compare(runs["baseline"], runs["kv_cut"])
+    assert proc.returncode == 1, proc.stdout
+    regressions = [line for line in proc.stdout.splitlines() if "REGRESSION" in line and "verdict" not in line]
+    assert any("peak_output_tok_s" in line for line in regressions), proc.stdout
+    base, cut = (json.loads(runs[k].read_text()) for k in ("baseline", "kv_cut"))
+    peak = [max(s["output_tok_s"] for s in summary["steps"]) for summary in (base, cut)]
+    assert peak[1] < 0.9 * peak[0]  # what the simulator's truth says: its plateau falls with its cache
+    assert cut["run"]["simulator"]["saturation_users"] < base["run"]["simulator"]["saturation_users"]
+
+
+def test_the_same_simulator_twice_is_no_regression(runs):
+    proc = compare(runs["baseline"], runs["same"])
+    assert proc.returncode == 0, proc.stdout
+    assert "verdict: no regression" in proc.stdout
