@@ -48,6 +48,7 @@ class RunConfig:
     seed: int | None
     flow: FlowConfig
     headers: tuple[tuple[str, str], ...] = field(repr=False)
+    allow_new_host: bool
     steps: tuple[int, ...]
     step_duration_s: float
     request_timeout_s: float
@@ -76,6 +77,7 @@ class RunConfig:
             seed=v["seed"],
             flow=flow_from(v),
             headers=v["header"],
+            allow_new_host=v["allow_new_host"],
             steps=v["steps"],
             step_duration_s=v["step_duration"],
             request_timeout_s=v["request_timeout"],
@@ -128,6 +130,7 @@ class RunConfig:
             "fallback_on": sorted(self.flow.fallback_on),
             "hedge_ttft_ms": None if self.flow.hedge_after_s is None else self.flow.hedge_after_s * 1000,
             "headers": [name for name, _ in self.headers],
+            "allow_new_host": self.allow_new_host,
             "steps": list(self.steps),
             "step_duration_s": self.step_duration_s,
             "request_timeout_s": self.request_timeout_s,

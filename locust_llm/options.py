@@ -151,6 +151,9 @@ FLAGS: tuple[Flag, ...] = (
          "line.", "LOCUST_LLM_HEADERS", parse_headers, "endpoint", web_ui=False, secret=True, multiple=True),
     Flag("--extra-body", None, 'JSON object merged into each request body, e.g. \'{"route": {"fallback": ["m2"]}}\'.',
          "LOCUST_LLM_EXTRA_BODY", parse_json_object, "endpoint", web_ui=False),
+    Flag("--allow-new-host", None, "With a key set, let a start from the web UI name another host than the one the "
+         "key was configured for (the key then goes there too).", "LOCUST_LLM_ALLOW_NEW_HOST", group="endpoint",
+         web_ui=False, switch=True),
     Flag("--request-timeout", "120s", "Give up on a request after this long (whole request, from send to the end of "
          "the stream).", "LOCUST_LLM_REQUEST_TIMEOUT", parse_duration_s, "endpoint"),
     # workload

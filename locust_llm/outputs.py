@@ -84,18 +84,31 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
     """``{prefix}_llm_run.json``: how the run was made (never the API key)."""
     config = run.require_config()
     meta: dict[str, Any] = {
+        "run": run.number,
         "settings": config.settings(),
         "model": run.model,
         "host": without_credentials(run.environment.host or ""),
         "started": run.started.isoformat(timespec="seconds"),
         "role": run.role,
         "versions": {"locust": locust.__version__, "locust_llm": __version__},
+        "totals": totals(run),
     }
     if run.sim is not None and run.sim.url:
         ok = sum(r["ok"] for r in step_rows)
         prompt = round(sum(r["prompt_tokens"] for r in step_rows) / ok) if ok else 0
         meta["simulator"] = run.sim.truth(run.model, prompt, config.max_tokens.mean)
     return meta
+
+
+def totals(run: LLMRun) -> dict[str, Any]:
+    """Every request the run recorded, all steps and phases (warm-up, steady, drain) together and by phase."""
+    by_phase: dict[str, dict[str, int]] = {}
+    for key, stats in run.collector.results():
+        phase = by_phase.setdefault(key.phase, {"requests": 0, "ok": 0})
+        phase["requests"] += stats.counts["requests"]
+        phase["ok"] += stats.counts["ok"]
+    return {"requests": sum(p["requests"] for p in by_phase.values()),
+            "ok": sum(p["ok"] for p in by_phase.values()), "by_phase": by_phase}  # fmt: skip
 
 
 def without_credentials(url: str) -> str:
@@ -136,6 +149,7 @@ def _report(run: LLMRun, prefix: str | None, step_rows: list[StepRow], meta: dic
     outcome = make_report(loaded, report_paths(run, prefix), config.sla, config.prices, config.baseline,
                           config.gate)  # fmt: skip
     run.report_text = outcome.text
+    run.summary = outcome.summary
     if config.summary_log and outcome.summary is not None:
         line = json.dumps(outcome.summary, separators=(",", ":"), default=str)
         run.report_text += f"\n{SUMMARY_LOG_PREFIX}{line}"
@@ -156,6 +170,7 @@ def finish(run: LLMRun) -> None:
     run.close()
     if run.writer is not None:
         run.writer.kill(block=False)
+        run.writer = None
     prefix = csv_prefix(run)
     step_rows = rows(run)
     code: int | None = None
@@ -174,6 +189,7 @@ def finish(run: LLMRun) -> None:
         code = EXIT_INPUT
     if code is not None and (code == EXIT_INPUT or not _exit_code_on_error_given()):
         run.environment.process_exit_code = code
+    run.finished = True
 
 
 def print_results(run: LLMRun) -> None:

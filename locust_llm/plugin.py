@@ -24,10 +24,12 @@ from locust.env import Environment
 
 from locust_llm import outputs
 from locust_llm.config import RunConfig
+from locust_llm.lifecycle import end_run
 from locust_llm.options import add_arguments
 from locust_llm.parsers import ConfigError
 from locust_llm.run import FATAL_MESSAGE, LLMRun, all_runs, find_run, llm_run, new_run
 from locust_llm.sim.launcher import EmbeddedSim, SimStartError
+from locust_llm.webui import install_web_ui
 
 __all__ = ["install", "llm_run"]
 
@@ -58,6 +60,7 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
     except (ConfigError, SimStartError, OSError) as exc:
         _fail_startup(run, str(exc))
     outputs.prepare()
+    install_web_ui(environment, run)
 
 
 def _start_embedded_sim(run: LLMRun, config: RunConfig) -> None:
@@ -93,14 +96,18 @@ def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
         if environment.runner is not None and not run.is_worker:
             environment.runner.quit()
         return
-    if not run.is_worker:
-        outputs.start_refresh(run)
 
 
 def _on_test_stop(environment: Environment, **_kwargs: Any) -> None:
     run = find_run(environment)
-    if run is not None:
-        run.runs += 1
+    if run is not None and not run.is_worker:
+        end_run(run)
+
+
+def _on_reset_stats(**_kwargs: Any) -> None:
+    for run in all_runs():
+        if not run.is_worker:
+            run.collector.clear()
 
 
 def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
@@ -139,5 +146,6 @@ def install(events: Any = None) -> None:
     events.init.add_listener(_on_init)
     events.test_start.add_listener(_on_test_start)
     events.test_stop.add_listener(_on_test_stop)
+    events.reset_stats.add_listener(_on_reset_stats)
     events.quitting.add_listener(_on_quitting)
     events.quit.add_listener(_on_quit)

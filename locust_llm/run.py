@@ -56,7 +56,10 @@ class LLMRun:
         self.report_text = ""
         self.writer: Any = None  # the greenlet refreshing the CSVs (see locust_llm.outputs)
         self.fatal_message = ""  # why the run was stopped (see fatal); it then exits with code 2
-        self.runs = 0  # runs ended so far in this process (test_stop); shapes start afresh when it changes
+        self.number = 0  # the current run of this process: 1, 2, ... (the web UI starts one per Start)
+        self.recording = False  # between the first step of a run and its stop
+        self.finished = False  # its outputs are written (see locust_llm.outputs.finish)
+        self.summary: dict[str, Any] | None = None  # the capacity summary of the last finished run
         options = environment.parsed_options
         self._own_key = getattr(options, "api_key", None)
         self._own_headers = list(getattr(options, "header", None) or [])
@@ -171,6 +174,7 @@ class LLMRun:
         self.collector.end()
         self.collector.closed = True
         self.collector.detach()
+        self.recording = False
 
     @property
     def closed(self) -> bool:

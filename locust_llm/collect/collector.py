@@ -8,6 +8,11 @@ Roles (one :class:`Collector` per process):
   attach to their reports (``report_to_master``, every 3 s and once more when they quit).
 - **worker**: stamps each step change with its own clock when the message arrives, files its samples, ships them.
 
+Each run of a process (the web UI starts several) is recorded afresh: the master numbers it and tells the workers
+(``locust_llm_reset``) before its first step; workers tag what they ship with that number, and the master drops
+what belongs to another run (the tail of a run that was already finished). Locust's *Reset stats* clears the
+current run's statistics the same way, keeping its steps.
+
 Health per step: every process samples its own CPU once a second and keeps the maximum per step; the master
 counts workers and notices one that goes missing. The rules that make a step invalid are in
 :mod:`locust_llm.collect.health`.
@@ -37,6 +42,7 @@ logger = logging.getLogger("locust_llm")
 
 STEP_MESSAGE = "locust_llm_step"
 END_MESSAGE = "locust_llm_end"
+RESET_MESSAGE = "locust_llm_reset"
 REPORT_KEY = "locust_llm"
 
 
@@ -72,6 +78,7 @@ class Collector:
         self.began_ns: int | None = None
         self.ended_ns: int | None = None
         self.closed = False
+        self.run = 0  # the number of the run being recorded (see reset)
         self._cpu = CpuSampler()
         self._known_workers: set[str] = set()
         self._greenlet: gevent.Greenlet | None = None
@@ -85,6 +92,7 @@ class Collector:
         if self.role == "worker":
             runner.register_message(STEP_MESSAGE, self._on_step_message)
             runner.register_message(END_MESSAGE, self._on_end_message)
+            runner.register_message(RESET_MESSAGE, self._on_reset_message)
             events.report_to_master.add_listener(self._on_report_to_master)
         elif self.role == "master":
             events.worker_report.add_listener(self._on_worker_report)
@@ -95,6 +103,30 @@ class Collector:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
+
+    def reset(self, run: int) -> None:
+        """Record run number ``run`` afresh: a new timeline, empty statistics and health, the sampler running; the
+        master tells the workers to do the same."""
+        self.clear(keep_steps=False)
+        self.run = run
+        self.began_ns = self.ended_ns = None
+        self.closed = False
+        if self._greenlet is None:
+            self._greenlet = gevent.spawn(self._sample_loop)
+        if self.role == "master":
+            self._send(RESET_MESSAGE, {"run": run, "keep_steps": False})
+
+    def clear(self, keep_steps: bool = True) -> None:
+        """Forget the statistics recorded so far (Locust's *Reset stats*); the steps go on unless ``keep_steps`` is
+        false."""
+        self.table, self.merged = StatsTable(), StatsTable()
+        self.by_worker.clear()
+        self.health.clear()
+        self.worker_cpu.clear()
+        if not keep_steps:
+            self.timeline = Timeline()
+        elif self.role == "master":
+            self._send(RESET_MESSAGE, {"run": self.run, "keep_steps": True})
 
     # -- recording ---------------------------------------------------------------------------------------------
 
@@ -120,7 +152,15 @@ class Collector:
         if self.role == "master":
             self._send(STEP_MESSAGE, {"step": step, "users": users, "warmup_ns": warmup_ns, "elapsed_ns": 0})
 
+    def stop(self) -> None:
+        """The run was stopped before its shape ended: its current step is partial."""
+        mark = self.timeline.current
+        if self.ended_ns is None and mark is not None:
+            self.health[mark.step].partial = True
+        self.end()
+
     def end(self) -> None:
+        """The shape has ended (samples from now on are *drain*)."""
         if self.ended_ns is not None:
             return
         self.ended_ns = time.perf_counter_ns()
@@ -154,15 +194,26 @@ class Collector:
     def _on_end_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.timeline.end(time.perf_counter_ns())
 
+    def _on_reset_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        if msg.data.get("keep_steps"):
+            self.clear()
+        else:
+            self.reset(int(msg.data["run"]))
+
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
         delta = self.table.drain()
-        data[REPORT_KEY] = {"stats": delta.to_wire(), "cpu": {str(k): v for k, v in self.worker_cpu.items()}}
+        data[REPORT_KEY] = {"run": self.run, "stats": delta.to_wire(),
+                            "cpu": {str(k): v for k, v in self.worker_cpu.items()}}  # fmt: skip
 
     # -- master side -------------------------------------------------------------------------------------------
 
     def _on_worker_report(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
         report = data.get(REPORT_KEY)
         if not report:
+            return
+        if int(report.get("run", self.run)) != self.run:
+            logger.debug("locust-llm: dropped worker %s's report of run %s (now run %d)", client_id,
+                         report.get("run"), self.run)  # fmt: skip
             return
         try:
             delta = StatsTable.from_wire(report["stats"])
@@ -221,8 +272,10 @@ class Collector:
             start = mark.began_ns + mark.warmup_ns
             health = self.health.get(mark.step, StepHealth())
             window_s = max(0.0, (until - start) / 1e9)
-            reasons = invalid_reasons(mark.step, health, table, validity.max_cpu_pct, validity.max_lag_ms, window_s,
-                                      validity.min_requests, validity.max_e2e_share)  # fmt: skip
+            done = i + 1 < len(marks) or self.ended_ns is not None  # a step in progress is not judged by its length
+            reasons = invalid_reasons(mark.step, health, table, validity.max_cpu_pct, validity.max_lag_ms,
+                                      window_s if done else None, validity.min_requests,
+                                      validity.max_e2e_share)  # fmt: skip
             out.append(
                 StepWindow(
                     step=mark.step,

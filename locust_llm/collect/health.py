@@ -13,7 +13,8 @@ with it, so a step is marked invalid (never silently analysed) when, during the 
    median request lasts longer than the window, so fewer than one request per user ends in it and those that do
    began before it;
 6. its warm-up was shorter than the previous step's E2E p90 (the automatic warm-up covers it, up to half the
-   step): requests sent under the previous step's load still end in its steady window.
+   step): requests sent under the previous step's load still end in its steady window;
+7. the run was stopped during it (*Stop* in the web UI, Ctrl-C): a partial step.
 
 Each rule that fires adds one readable reason. Steps long enough for rules 4 to 6 are at least
 :func:`needed_step_s` long.
@@ -50,6 +51,7 @@ class StepHealth:
     workers_max: int | None = None
     lost: list[str] = field(default_factory=list)
     carryover: tuple[float, float] | None = None  # (warm-up s, previous step's E2E p90 s) when the first is shorter
+    partial: bool = False  # the run was stopped during the step
 
     def add_cpu(self, name: str, pct: float) -> None:
         if pct > self.cpu_max_pct.get(name, -1.0):
@@ -74,7 +76,7 @@ def invalid_reasons(
     min_requests: int = 0,
     max_e2e_share: float = MAX_E2E_SHARE,
 ) -> list[str]:
-    """The reasons step ``step`` is invalid (rules 1-6 of the module docstring, in that order); empty when valid.
+    """The reasons step ``step`` is invalid (rules 1-7 of the module docstring, in that order); empty when valid.
     Rules 4 and 5 need the steady window's length ``window_s``."""
     reasons = [
         f"generator saturated: {name} CPU {pct:.0f}% > {max_cpu_pct:g}%"
@@ -96,6 +98,8 @@ def invalid_reasons(
             f"warm-up {warmup_s:.1f} s shorter than the previous step's E2E p90 {p90_s:.1f} s: requests sent under "
             "its load end in this window (lengthen --step-duration)"
         )
+    if health.partial:
+        reasons.append("partial: the run was stopped during this step")
     return reasons
 
 

@@ -11,6 +11,8 @@ ADAPTERS = {
     "locust_llm.recorder",
     "locust_llm.outputs",
     "locust_llm.preflight",
+    "locust_llm.lifecycle",
+    "locust_llm.webui",
     "locust_llm.users.base",
     "locust_llm.users.attempt",
     "locust_llm.users.chat",

@@ -148,3 +148,17 @@ def test_prompts_and_input_tokens_exclude_each_other(tmp_path):
     prompts.write_text("hello\n")
     with pytest.raises(ConfigError, match="exclude each other"):
         RunConfig.from_options(options(prompts=str(prompts), input_tokens="100"))
+
+
+def test_headers_come_from_the_environment_too_and_stay_out_of_repr(monkeypatch):
+    monkeypatch.setenv("LOCUST_LLM_HEADERS", "X-Api-Key: k-ENV-123\n\nX-Route: b")
+    config = RunConfig.from_options(options(header=["X-Team: llm"]))
+    assert config.headers == (("X-Team", "llm"), ("X-Api-Key", "k-ENV-123"), ("X-Route", "b"))
+    assert "k-ENV-123" in config.secrets and "k-ENV-123" not in repr(config)
+    assert "X-Team" not in repr(config)  # no header at all in repr
+
+
+def test_a_header_without_a_colon_never_echoes_its_value():
+    with pytest.raises(ConfigError) as info:
+        RunConfig.from_options(options(header=["Authorization Bearer sk-live-SECRET"]))
+    assert "SECRET" not in str(info.value) and "header #1 without a ':'" in str(info.value)
