@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 from _common import PY, ROOT, cores, cpu_s, pinned, start_server, stop, table
@@ -25,10 +26,35 @@ from _common import PY, ROOT, cores, cpu_s, pinned, start_server, stop, table
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
 
 
-def served_tokens(origin: str) -> int:
+def served_tokens(origin: str) -> tuple[int, float]:
     with urllib.request.urlopen(origin + "/sim/stats", timeout=30) as resp:
         stats = json.load(resp)
     return sum(m["tokens_emitted"] for m in stats["models"].values()), stats["lateness_ms"]["p99"]
+
+
+@dataclass
+class Window:
+    """What a generator spent and the server streamed in the measuring window, and the generator's output."""
+
+    cpu_s: float
+    tokens: int
+    wall_s: float
+    lateness_p99_ms: float
+    out: str
+
+
+def measure(cmd: list[str], core: int | None, origin: str, seconds: float, startup_s: float) -> Window:
+    """Run ``cmd`` (pinned to ``core``) for its ``seconds``; measure its CPU and the tokens the server streamed
+    between the end of start-up plus warm-up and 2 s before its end; wait for it to finish."""
+    proc = subprocess.Popen(pinned(cmd, core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    time.sleep(startup_s + WARMUP_S)
+    cpu0, tokens0 = cpu_s(proc.pid), served_tokens(origin)[0]
+    t0 = time.monotonic()
+    time.sleep(seconds - WARMUP_S - 2.0)
+    cpu1, (tokens1, lateness_p99) = cpu_s(proc.pid), served_tokens(origin)
+    wall = time.monotonic() - t0
+    out, _ = proc.communicate(timeout=seconds + 120)
+    return Window(cpu1 - cpu0, tokens1 - tokens0, wall, lateness_p99, out)
 
 
 def run_generator(kind: str, url: str, streams: int, seconds: float, core: int | None) -> dict:
@@ -42,31 +68,25 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
         else:
             cmd = [PY, str(ROOT / "bench" / "aiohttp_client.py"), url, "sim-llm", str(streams), str(MAX_TOKENS),
                    str(seconds), str(WARMUP_S)]  # fmt: skip
-        proc = subprocess.Popen(pinned(cmd, core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                text=True)  # fmt: skip
-        startup = 0.5 if kind == "aiohttp" else 2.5  # Locust imports and spawns before its shape starts
-        time.sleep(startup + WARMUP_S)
-        cpu0, tokens0 = cpu_s(proc.pid), served_tokens(origin)[0]
-        t0 = time.monotonic()
-        time.sleep(seconds - WARMUP_S - 2.0)
-        cpu1, (tokens1, lateness_p99) = cpu_s(proc.pid), served_tokens(origin)
-        wall = time.monotonic() - t0
-        out, _ = proc.communicate(timeout=seconds + 120)
+        w = measure(cmd, core, origin, seconds, startup_s=0.5 if kind == "aiohttp" else 2.5)
+        out = w.out
         if kind != "aiohttp":
             row = _steps_row(Path(tmp) / "run_llm_steps.csv")
         else:
             row = json.loads(out.strip().splitlines()[-1])
-    tokens = tokens1 - tokens0
+    cpu, tokens, wall, lateness_p99 = w.cpu_s, w.tokens, w.wall_s, w.lateness_p99_ms
     return {
         "generator": kind,
         "streams": streams,
         "ttft_p50_err_ms": round(float(row["ttft_p50_ms"]) - TTFT_MS, 2),
         "ttft_p99_err_ms": round(float(row["ttft_p99_ms"]) - TTFT_MS, 2),
+        # from the intended start (the reference client has no such notion: its own TTFT)
+        "client_ttft_p99_err_ms": round(float(row.get("client_ttft_p99_ms", row["ttft_p99_ms"])) - TTFT_MS, 2),
         "itl_p50_err_ms": round(float(row["itl_p50_ms"]) - ITL_MS, 2),
         "itl_p99_err_ms": round(float(row["itl_p99_ms"]) - ITL_MS, 2),
-        "cpu_pct": round(100 * (cpu1 - cpu0) / wall, 1),
-        "us_per_token": round(1e6 * (cpu1 - cpu0) / tokens, 1) if tokens else "-",
-        "streams_per_core_at_80pct": round(0.8 / ((cpu1 - cpu0) / tokens) / (1000 / ITL_MS)) if tokens else "-",
+        "cpu_pct": round(100 * cpu / wall, 1),
+        "us_per_token": round(1e6 * cpu / tokens, 1) if tokens else "-",
+        "streams_per_core_at_80pct": round(0.8 / (cpu / tokens) / (1000 / ITL_MS)) if tokens else "-",
         "server_late_p99_ms": round(lateness_p99, 2),
     }
 
