@@ -20,6 +20,7 @@ from locust_llm.collect.health import Validity
 from locust_llm.options import FLAGS, parse_flags
 from locust_llm.parsers import ConfigError, Warmup
 from locust_llm.reports.compare import Thresholds
+from locust_llm.shapes.arrivals import Arrivals
 from locust_llm.sla import Prices, Sla
 from locust_llm.users.discipline import FlowConfig, RetryPolicy
 from locust_llm.workload.prompts import Length, Workload
@@ -50,6 +51,9 @@ class RunConfig:
     headers: tuple[tuple[str, str], ...] = field(repr=False)
     allow_new_host: bool
     steps: tuple[int, ...]
+    rates: tuple[float, ...] | None
+    arrivals: Arrivals
+    max_in_flight: int
     step_duration_s: float
     request_timeout_s: float
     warmup: Warmup
@@ -79,6 +83,9 @@ class RunConfig:
             headers=v["header"],
             allow_new_host=v["allow_new_host"],
             steps=v["steps"],
+            rates=_rates(v),
+            arrivals=v["arrivals"],
+            max_in_flight=v["max_in_flight"],
             step_duration_s=v["step_duration"],
             request_timeout_s=v["request_timeout"],
             warmup=v["warmup"],
@@ -99,6 +106,11 @@ class RunConfig:
     def defaults(cls) -> RunConfig:
         """The configuration of a run given no flag at all."""
         return cls.from_options(object())
+
+    @property
+    def open_loop(self) -> bool:
+        """Rate mode: requests arrive at ``--rates``, whatever the server does."""
+        return self.rates is not None
 
     @property
     def validity(self) -> Validity:
@@ -131,7 +143,10 @@ class RunConfig:
             "hedge_ttft_ms": None if self.flow.hedge_after_s is None else self.flow.hedge_after_s * 1000,
             "headers": [name for name, _ in self.headers],
             "allow_new_host": self.allow_new_host,
-            "steps": list(self.steps),
+            "steps": None if self.rates else list(self.steps),
+            "rates": list(self.rates) if self.rates else None,
+            "arrivals": self.arrivals.describe() if self.rates else None,
+            "max_in_flight": self.max_in_flight if self.rates else None,
             "step_duration_s": self.step_duration_s,
             "request_timeout_s": self.request_timeout_s,
             "warmup_s": self.warmup_s(),
@@ -145,6 +160,18 @@ class RunConfig:
                 "output_usd_per_mtok": self.prices.output_usd_per_mtok,
             },
         }
+
+
+def _rates(v: Values) -> tuple[float, ...] | None:
+    """``--rates``, which excludes ``--steps`` (other than its default)."""
+    rates = v["rates"]
+    default_steps = next(f for f in FLAGS if f.dest == "steps").value(None)
+    if rates and v["steps"] != default_steps:
+        raise ConfigError(
+            f"--rates and --steps exclude each other (open-loop rates or closed-loop users), got both: --rates "
+            f"{','.join(f'{r:g}' for r in rates)} and --steps {','.join(map(str, v['steps']))}"
+        )
+    return rates or None
 
 
 def sla_from(v: Values) -> Sla:

@@ -28,12 +28,14 @@ from locust_llm.parsers import (
     parse_on_off,
     parse_optional_number,
     parse_percent,
+    parse_positive_int,
     parse_shell_args,
     parse_statuses,
     parse_steps,
     parse_text,
     parse_warmup,
 )
+from locust_llm.shapes.arrivals import parse_arrivals, parse_rates
 from locust_llm.users.discipline import POLICIES
 from locust_llm.workload.prompts import load_prompt_file, parse_length, read_system_prompt
 
@@ -196,6 +198,13 @@ FLAGS: tuple[Flag, ...] = (
     # steps and validity
     Flag("--steps", "8,16,32,64,128", "Concurrency steps: comma-separated, strictly increasing user counts.",
          "LOCUST_LLM_STEPS", parse_steps, "steps"),
+    Flag("--rates", None, "Open-loop arrival rates instead of users: requests per second per step, comma-separated, "
+         "strictly increasing (e.g. 2,4,8); excludes --steps.", "LOCUST_LLM_RATES", parse_rates, "steps"),
+    Flag("--arrivals", "poisson", "With --rates, how requests arrive: poisson, constant or gamma:CV (CV < 1 more "
+         "regular, > 1 burstier).", "LOCUST_LLM_ARRIVALS", parse_arrivals, "steps"),
+    Flag("--max-in-flight", "1000", "With --rates, the most requests in flight at once (all generators together); an "
+         "arrival beyond it is dropped and counted, never delayed.", "LOCUST_LLM_MAX_IN_FLIGHT", parse_positive_int,
+         "steps"),
     Flag("--step-duration", "30s", "How long each step lasts, e.g. 30s, 2m, 1m30s.", "LOCUST_LLM_STEP_DURATION",
          parse_duration_s, "steps"),
     Flag("--warmup", "auto", "Samples this long after each step change are kept apart from the steady state: a "

@@ -97,6 +97,12 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
         ok = sum(r["ok"] for r in step_rows)
         prompt = round(sum(r["prompt_tokens"] for r in step_rows) / ok) if ok else 0
         meta["simulator"] = run.sim.truth(run.model, prompt, config.max_tokens.mean)
+        if config.rates:
+            meta["simulator"]["open_loop"] = [
+                run.sim.truth(run.model, prompt, config.max_tokens.mean, rate=rate,
+                              arrivals=config.arrivals.describe(), seed=str(config.seed or 0))
+                for rate in config.rates
+            ]  # fmt: skip
     return meta
 
 

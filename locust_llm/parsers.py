@@ -28,6 +28,7 @@ __all__ = [
     "parse_on_off",
     "parse_optional_number",
     "parse_percent",
+    "parse_positive_int",
     "parse_shell_args",
     "parse_statuses",
     "parse_steps",
@@ -179,6 +180,12 @@ def parse_int(text: str, flag: str) -> int:
 def parse_nonnegative_int(text: str, flag: str) -> int:
     if not re.fullmatch(r"\d+", str(text).strip()):
         raise ConfigError(f"{flag} must be an integer >= 0, got {text!r}")
+    return int(text)
+
+
+def parse_positive_int(text: str, flag: str) -> int:
+    if not re.fullmatch(r"\d+", str(text).strip()) or int(text) < 1:
+        raise ConfigError(f"{flag} must be an integer >= 1, got {text!r}")
     return int(text)
 
 

@@ -73,6 +73,10 @@ class Recorder:
         """Add ``n`` to a per-step counter (retries, fallbacks, reconnects, ...) of ``model``."""
         self.collector.count(name, model, n, time.perf_counter_ns() if at_ns is None else at_ns)
 
+    def record_arrival(self, model: str, in_flight: int, dropped: bool, t_ns: int) -> None:
+        """An open-loop arrival (see :mod:`locust_llm.users.open_loop`)."""
+        self.collector.record_arrival(model, in_flight, dropped, t_ns)
+
     def record_client(self, model: str, intended_ns: int, final: RequestResult) -> None:
         """A client request that began at ``intended_ns``, its retries and waits included, ended with ``final``
         (see :mod:`locust_llm.users.flow`); judged against the SLA from its intended start."""

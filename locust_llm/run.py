@@ -101,8 +101,11 @@ class LLMRun:
         self.recorder.configure(config.sla, config.itl_events)
         return config
 
-    def begin_step(self, step: int, users: int, step_duration_s: float | None = None) -> None:
-        """Stamp the start of step number ``step`` (from 1) with ``users`` users.
+    def begin_step(
+        self, step: int, users: int, step_duration_s: float | None = None, rate: float | None = None
+    ) -> None:
+        """Stamp the start of step number ``step`` (from 1) with ``users`` users (open loop: its ``rate``, shared by
+        ``users`` generator processes).
 
         With ``--warmup auto``, the warm-up also covers the previous step's E2E p90, so that requests sent under the
         old user count end before the steady window opens; at most half the step. After the first step, a warning
@@ -124,9 +127,10 @@ class LLMRun:
                 carryover = (warmup_s, p90_s)
             if step == 2:
                 self._advise_step_length(duration, e2e, requests, req_s)
-        self.collector.begin_step(step, users, int(warmup_s * 1e9))
+        self.collector.begin_step(step, users, int(warmup_s * 1e9), rate, users if rate is not None else 1)
         self.collector.health[step].carryover = carryover
-        logger.info("locust-llm step %d: %d users (warm-up %.1f s%s)", step, users, warmup_s, note)
+        load = f"{users} users" if rate is None else f"{rate:g} requests/s from {users} generator process(es)"
+        logger.info("locust-llm step %d: %s (warm-up %.1f s%s)", step, load, warmup_s, note)
 
     def _advise_step_length(self, duration_s: float, e2e: Any, requests: int, req_s: float) -> None:
         config = self.require_config()

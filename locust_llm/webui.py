@@ -34,6 +34,7 @@ from flask import Blueprint, Response, jsonify, make_response, redirect, request
 from locust_llm import outputs
 from locust_llm.collect.rows import COLUMNS, StepRow
 from locust_llm.options import FLAGS
+from locust_llm.reports.summary import by_load, console_summary
 from locust_llm.run import LLMRun
 
 __all__ = ["TAB_KEY", "install_web_ui"]
@@ -70,6 +71,17 @@ def tab_rows(rows: list[StepRow]) -> list[dict[str, Any]]:
         shown["valid"] = "yes" if row["valid"] else "no"
         out.append(shown)
     return out
+
+
+def live_view(rows: list[StepRow], summary: dict[str, Any] | None) -> dict[str, Any]:
+    """What the live page draws besides the rows: the load axis (users, or the offered rate in open loop), the
+    latency knee on it, and the console's capacity text (one wording for the console and the page)."""
+    rate = any(row.get("offered_req_s") is not None for row in rows) or bool(summary and summary.get("mode") == "rate")
+    load = {"key": "offered_req_s", "title": "offered requests/s"} if rate else {"key": "users", "title": "users"}
+    if summary is None:
+        return {"summary": None, "load": load, "knee": None, "text": None}
+    return {"summary": summary, "load": load, "knee": by_load(summary)["knee"]["latency_knee_users"],
+            "text": console_summary(summary)}  # fmt: skip
 
 
 def run_state(run: LLMRun) -> str:
@@ -131,7 +143,7 @@ def _routes(blueprint: Blueprint, auth: Any, run: LLMRun) -> None:
     @auth
     def llm_steps() -> Response:
         rows = outputs.rows(run) if run.number else []
-        return jsonify({"run": run.number, "state": run_state(run), "rows": rows, "summary": run.summary})
+        return jsonify({"run": run.number, "state": run_state(run), "rows": rows, **live_view(rows, run.summary)})
 
     @blueprint.route("/llm/steps.csv")
     @auth

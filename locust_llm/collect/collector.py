@@ -64,6 +64,11 @@ class CpuSampler:
         return 100.0 * (cpu - last_cpu) / max(1e-6, now - last_t)
 
 
+def _step_data(mark: Any, elapsed_ns: int) -> dict[str, Any]:
+    return {"step": mark.step, "users": mark.users, "warmup_ns": mark.warmup_ns, "elapsed_ns": elapsed_ns,
+            "rate": mark.rate, "processes": mark.processes}  # fmt: skip
+
+
 class Collector:
     def __init__(self, environment: Any, role: str) -> None:
         self.environment = environment
@@ -138,19 +143,23 @@ class Collector:
         if not self.closed:
             self.table.bump(name, model, n, at_ns, self.timeline.locate)
 
+    def record_arrival(self, model: str, in_flight: int, dropped: bool, t_ns: int) -> None:
+        if not self.closed:
+            self.table.add_arrival(model, in_flight, dropped, t_ns, self.timeline.locate)
+
     def record_client(self, model: str, intended_ns: int, final: RequestResult, good: bool = False) -> None:
         if not self.closed:
             self.table.add_client(model, intended_ns, final, self.timeline.locate, good)
 
     # -- steps (master / local) --------------------------------------------------------------------------------
 
-    def begin_step(self, step: int, users: int, warmup_ns: int) -> None:
+    def begin_step(self, step: int, users: int, warmup_ns: int, rate: float | None = None, processes: int = 1) -> None:
         now = time.perf_counter_ns()
         if self.began_ns is None:
             self.began_ns = now
-        self.timeline.begin(step, users, now, warmup_ns)
+        mark = self.timeline.begin(step, users, now, warmup_ns, rate, processes)
         if self.role == "master":
-            self._send(STEP_MESSAGE, {"step": step, "users": users, "warmup_ns": warmup_ns, "elapsed_ns": 0})
+            self._send(STEP_MESSAGE, _step_data(mark, 0))
 
     def stop(self) -> None:
         """The run was stopped before its shape ended: its current step is partial."""
@@ -178,18 +187,17 @@ class Collector:
         mark = self.timeline.current
         if mark is None:
             return
-        elapsed = time.perf_counter_ns() - mark.began_ns
-        data = {"step": mark.step, "users": mark.users, "warmup_ns": mark.warmup_ns, "elapsed_ns": elapsed}
-        self._send(STEP_MESSAGE, data, client_id)
+        self._send(STEP_MESSAGE, _step_data(mark, time.perf_counter_ns() - mark.began_ns), client_id)
 
     # -- worker side -------------------------------------------------------------------------------------------
 
     def _on_step_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
         data = msg.data
         now = time.perf_counter_ns()
-        self.timeline.begin(
-            int(data["step"]), int(data["users"]), now - int(data["elapsed_ns"]), int(data["warmup_ns"])
-        )
+        rate = data.get("rate")
+        self.timeline.begin(int(data["step"]), int(data["users"]), now - int(data["elapsed_ns"]),
+                            int(data["warmup_ns"]), None if rate is None else float(rate),
+                            int(data.get("processes", 1)))  # fmt: skip
 
     def _on_end_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
         self.timeline.end(time.perf_counter_ns())
@@ -286,6 +294,7 @@ class Collector:
                     cpu_max_pct=health.cpu_max,
                     workers=health.workers_min if self.role == "master" else None,
                     invalid_reasons=tuple(reasons),
+                    rate=mark.rate,
                 )
             )
         return out

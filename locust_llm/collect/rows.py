@@ -6,13 +6,18 @@ For each step's steady window ``[began + warmup, next step began (or the end of 
   client request is good when it succeeded and met the run's SLA from its intended start (see
   :mod:`locust_llm.sla`; with no SLA every success is good);
 - ``errors = requests - ok``; percentiles are nearest-rank from the histograms, in milliseconds;
-- ``cost_usd = prompt_tokens * price_in / 1e6 + completion_tokens * price_out / 1e6`` when prices are given.
+- ``cost_usd = prompt_tokens * price_in / 1e6 + completion_tokens * price_out / 1e6`` when prices are given;
+- open loop (``--rates``): ``offered_req_s`` is the step's rate; ``served_req_s = client_ok / D`` the client requests
+  that ended in success (after any retries and fallback: what the endpoint actually served);
+  ``in_flight_p50``/``in_flight_max`` the requests in flight seen by each arrival; ``dropped`` the arrivals refused
+  at ``--max-in-flight``; and ``users`` holds the in-flight p99, rounded up (the concurrency the rate produced).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from math import ceil
 from typing import Any, TypedDict, cast, get_type_hints
 
 from locust_llm.collect.stats import STEADY, StatsTable, StepStats
@@ -78,6 +83,11 @@ class StepRow(TypedDict):
     reconnects: int
     hedges: int
     hedge_wins: int
+    offered_req_s: float | None
+    served_req_s: float | None
+    in_flight_p50: float | None
+    in_flight_max: float | None
+    dropped: int
 
 
 COLUMNS: tuple[str, ...] = tuple(StepRow.__annotations__)
@@ -126,11 +136,20 @@ class StepWindow:
     cpu_max_pct: float | None = None
     workers: int | None = None
     invalid_reasons: tuple[str, ...] = ()
+    rate: float | None = None  # open loop: the offered rate, requests/s
 
 
 def _ms(stats: StepStats, name: str, q: float) -> float | None:
     hist = stats.hist[name]
     return round(hist.quantile(q) / 1e6, 3) if hist.count else None
+
+
+def _in_flight(stats: StepStats, q: float) -> float | None:
+    """Requests in flight (recorded times 1,000): exact below 128, within 0.8 % above."""
+    hist = stats.hist["in_flight"]
+    if not hist.count:
+        return None
+    return float(hist.max // 1000) if q >= 1 else float(hist.quantile(q) // 1000)
 
 
 def _rate(n: int, duration_s: float) -> float:
@@ -144,7 +163,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
     cost = round(prices.cost_usd(c["prompt_tokens"], c["completion_tokens"]), 6) if prices and prices.given else None
     return {
         "step": window.step,
-        "users": window.users,
+        "users": window.users if window.rate is None else ceil(_in_flight(stats, 0.99) or 0),
         "model": model,
         "start_s": round(window.start_s, 3),
         "duration_s": round(d, 3),
@@ -193,6 +212,11 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "reconnects": c["reconnects"],
         "hedges": c["hedges"],
         "hedge_wins": c["hedge_wins"],
+        "offered_req_s": window.rate,
+        "served_req_s": None if window.rate is None else _rate(c["client_ok"], d),
+        "in_flight_p50": _in_flight(stats, 0.5),
+        "in_flight_max": _in_flight(stats, 1.0),
+        "dropped": c["dropped"],
     }
 
 
@@ -227,11 +251,19 @@ _TABLE = (
 )
 
 
+_OPEN_LOOP_TABLE = (("offered_req_s", "offered/s", "{:g}"), ("served_req_s", "served/s", "{:.1f}"),
+                    ("dropped", "dropped", "{}"))  # fmt: skip
+
+
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """Fixed-width text table of the main columns; ``-`` where a value is missing."""
-    header = [title for _, title, _ in _TABLE]
+    """Fixed-width text table of the main columns (open loop: with the offered and completed rates and the dropped
+    arrivals, ``users`` being the in-flight p99); ``-`` where a value is missing."""
+    table: tuple[tuple[str, str, str], ...] = _TABLE
+    if any(row.get("offered_req_s") is not None for row in rows):
+        table = _TABLE[:1] + _OPEN_LOOP_TABLE + _TABLE[1:]
+    header = [title for _, title, _ in table]
     body = [
-        [("-" if row.get(key) is None or row.get(key) == "" else fmt.format(row[key])) for key, _, fmt in _TABLE]
+        [("-" if row.get(key) is None or row.get(key) == "" else fmt.format(row[key])) for key, _, fmt in table]
         for row in rows
     ]
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]

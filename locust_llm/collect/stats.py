@@ -22,10 +22,11 @@ from locust_llm.metrics import RequestResult, StatusClass
 
 __all__ = ["COUNTERS", "HISTOGRAMS", "STEADY", "WARMUP", "StatsKey", "StatsTable", "StepStats"]
 
-HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag", "client_ttft", "client_e2e")
+HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag", "client_ttft", "client_e2e", "in_flight")
 """``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up.
 ``client_ttft`` and ``client_e2e`` are the client-perceived latencies of a client request, from its intended
-start to the first token / the end of its final attempt: its waits, retries and fallbacks included."""
+start to the first token / the end of its final attempt: its waits, retries and fallbacks included. ``in_flight``
+(open loop) is the number of requests in flight at each arrival, times 1,000 (the histogram's unit)."""
 
 COUNTERS = (
     "requests",
@@ -44,6 +45,9 @@ COUNTERS = (
     "reconnects",
     "hedges",
     "hedge_wins",
+    # open loop (see locust_llm.users.open_loop)
+    "arrivals",
+    "dropped",
 )
 
 
@@ -140,6 +144,13 @@ class StatsTable:
     def bump(self, name: str, model: str, n: int, t_ns: int, locate: Locate) -> None:
         """Add ``n`` to counter ``name`` of ``model`` at the step observed at ``t_ns``."""
         self._at(locate, model, t_ns).counts[name] += n
+
+    def add_arrival(self, model: str, in_flight: int, dropped: bool, t_ns: int, locate: Locate) -> None:
+        """An open-loop arrival at ``t_ns`` finding ``in_flight`` requests in flight; ``dropped`` at the cap."""
+        stats = self._at(locate, model, t_ns)
+        stats.counts["arrivals"] += 1
+        stats.counts["dropped"] += dropped
+        stats.hist["in_flight"].record(in_flight * 1000)
 
     def add_client(
         self, model: str, intended_ns: int, final: RequestResult, locate: Locate, good: bool = False

@@ -26,6 +26,8 @@ class StepMark:
     users: int
     began_ns: int
     warmup_ns: int
+    rate: float | None = None  # open loop: the step's arrival rate, all generators together (requests/s)
+    processes: int = 1  # open loop: the generator processes sharing the rate
 
 
 class Timeline:
@@ -42,11 +44,13 @@ class Timeline:
     def current(self) -> StepMark | None:
         return self._marks[-1] if self._marks else None
 
-    def begin(self, step: int, users: int, now_ns: int, warmup_ns: int) -> StepMark:
+    def begin(
+        self, step: int, users: int, now_ns: int, warmup_ns: int, rate: float | None = None, processes: int = 1
+    ) -> StepMark:
         """Record that step number ``step`` began at ``now_ns`` (times must not go backwards)."""
         if self._began and now_ns < self._began[-1]:
             now_ns = self._began[-1]
-        mark = StepMark(step, users, now_ns, warmup_ns)
+        mark = StepMark(step, users, now_ns, warmup_ns, rate, processes)
         self._began.append(now_ns)
         self._marks.append(mark)
         return mark

@@ -22,6 +22,16 @@ Every method works on the per-step rows (dicts with the ``_llm_steps.csv`` colum
   binding limit, the wall is the provider's rate limit, not the model.
 - **Recommended max concurrency** = the lowest of: the last step below the provider cap, the SLA capacity, the
   latency knee and the throughput saturation; the reason names the binding one (the first of them on a tie).
+- **Open loop** (rows with ``offered_req_s``, from ``--rates``): every method above works on the offered rate instead
+  of users, and its results are named ``*_rate_req_s`` (``recommended_rate_req_s``, ...). Saturation there is the
+  highest offered rate the endpoint kept up with, before the first step that fell behind: that dropped arrivals at
+  ``--max-in-flight``, or whose served client requests ``n`` (``client_ok``: successes after retries and fallback;
+  attempts that failed or were retried do not count) fell short of the ``λ = offered_req_s * duration_s`` expected by
+  more than ``max(10 % of λ, 3 * sqrt(λ))`` (three standard deviations of a Poisson count: noise is not
+  saturation). That shortfall is also the in-flight growth within the step (arrivals minus ended requests is the
+  rise of the in-flight count over the window), so a backlog growing without bound is caught by the same rule;
+  an overload of less than about 10 % within one step is below what one window can tell from noise, and is not
+  called (a longer ``--step-duration`` resolves it).
 - **Cost** per step: ``prompt_tokens * price_in / 1e6 + completion_tokens * price_out / 1e6``; output tokens per
   dollar ``= completion_tokens / cost``; dollars per 1,000 successful responses ``= 1000 * cost / ok``.
 """
@@ -36,36 +46,52 @@ from locust_llm.collect.rows import StepRow, value
 from locust_llm.reports.knee import Knee, latency_knee
 from locust_llm.sla import Prices, Sla, judged
 
-__all__ = ["Analysis", "analyze"]
+__all__ = ["RATE_KEYS", "Analysis", "analyze", "rate_saturation"]
 
 SATURATION_SHARE = 0.85
 SATURATION_MARGIN = 0.15
 CAP_SHARE = 0.01
+RATE_KEYS = {
+    "latency_knee_users": "latency_knee_rate_req_s",
+    "throughput_saturation_users": "throughput_saturation_rate_req_s",
+    "sla_max_users": "sla_max_rate_req_s",
+    "sla_max_users_interpolated": "sla_max_rate_req_s_interpolated",
+    "provider_cap_users": "provider_cap_rate_req_s",
+    "recommended_users": "recommended_rate_req_s",
+}
+"""In open loop, the names of the results (which hold offered rates)."""
+
+
+def _at(x: float, unit: str) -> str:
+    return f"{x:g} {unit}"
 
 
 @dataclass
 class Analysis:
     model: str
-    users: list[int]
-    latency_knee_users: int | None
-    latency_knee_bracket: tuple[int, int] | None
+    users: Sequence[float]  # the loads: users, or offered requests/s in open loop
+    latency_knee_users: float | None
+    latency_knee_bracket: tuple[float, float] | None
     latency_knees: dict[str, dict[str, Any]]
-    throughput_saturation_users: int | None
+    throughput_saturation_users: float | None
     throughput_note: str
-    sla_max_users: int | None
+    sla_max_users: float | None
     sla_max_users_interpolated: float | None
     sla_note: str
-    provider_cap_users: int | None
+    provider_cap_users: float | None
     provider_cap_share: float | None
-    recommended_users: int | None
+    recommended_users: float | None
     recommended_reason: str
     provider_is_the_wall: bool
     goodput: list[dict[str, Any]] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
+    mode: str = "users"  # or "rate": the loads are offered requests/s
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
         out["latency_knee_bracket"] = list(self.latency_knee_bracket) if self.latency_knee_bracket else None
+        if self.mode == "rate":
+            out = {RATE_KEYS.get(k, k): v for k, v in out.items()}
         return out
 
 
@@ -74,7 +100,7 @@ def _knee_dict(knee: Knee) -> dict[str, Any]:
 
 
 def throughput_saturation(
-    steps: Sequence[StepRow], share: float = SATURATION_SHARE, margin: float = SATURATION_MARGIN
+    steps: Sequence[StepRow], share: float = SATURATION_SHARE, margin: float = SATURATION_MARGIN, load: str = "users"
 ) -> tuple[int | None, str]:
     """The lowest step on the throughput plateau that no later step contradicts (module docstring)."""
     key = "output_tok_s" if all(s.get("output_tok_s") is not None for s in steps) else "req_s"
@@ -87,23 +113,43 @@ def throughput_saturation(
         later = max(t_j for _, t_j in points[k + 1 :])
         if t >= share * peak and later <= (1 + margin) * t:
             return users, (
-                f"{t:.0f} {unit} at {users} users, {100 * t / peak:.0f}% of the peak {peak:.0f}; no later step "
+                f"{t:.0f} {unit} at {_at(users, load)}, {100 * t / peak:.0f}% of the peak {peak:.0f}; no later step "
                 f"adds more than {100 * margin:g}% (the most: {later:.0f})"
             )
     last_users, last = points[-1]
-    return None, f"throughput still grows at the last step ({last:.0f} {unit} at {last_users} users)"
+    return None, f"throughput still grows at the last step ({last:.0f} {unit} at {_at(last_users, load)})"
 
 
-def sla_capacity(steps: Sequence[StepRow], sla: Sla) -> tuple[int | None, float | None, str]:
+def rate_saturation(steps: Sequence[StepRow]) -> tuple[float | None, str]:
+    """Open loop: the highest offered rate kept up with before the first step that fell behind (module docstring)."""
+    kept: float | None = None
+    for step in steps:
+        offered, duration = step.get("offered_req_s") or 0.0, step.get("duration_s") or 0.0
+        expected = offered * duration
+        served = step.get("client_ok") or 0
+        shortfall = expected - served
+        dropped = step.get("dropped") or 0
+        if dropped or shortfall > max(0.1 * expected, 3 * expected**0.5):
+            why = f"{dropped} arrivals dropped" if dropped else f"{served} served of {expected:.0f} offered"
+            if kept is None:
+                return None, f"already behind at the lowest rate, {offered:g} req/s ({why})"
+            return kept, f"kept up with {kept:g} req/s; fell behind at {offered:g} req/s ({why})"
+        kept = offered
+    return None, f"kept up with every offered rate, up to {kept:g} req/s"
+
+
+def sla_capacity(steps: Sequence[StepRow], sla: Sla, load: str = "users") -> tuple[int | None, float | None, str]:
     if not sla.given:
         return None, None, "no SLA given"
     last_ok = None
+    noun = "concurrency" if load == "users" else "rate"
     for step in steps:
         broken = sla.failures(step)
         if broken:
+            where = f"at {_at(step['users'], load)} " + "; ".join(broken)
             if last_ok is None:
-                return None, None, f"no tested concurrency meets the SLA: at {step['users']} users " + "; ".join(broken)
-            return last_ok["users"], _interpolate(last_ok, step, sla), f"at {step['users']} users " + "; ".join(broken)
+                return None, None, f"no tested {noun} meets the SLA: {where}"
+            return last_ok["users"], _interpolate(last_ok, step, sla), where
         last_ok = step
     assert last_ok is not None
     return last_ok["users"], None, "every step meets the SLA"
@@ -199,13 +245,17 @@ def analyze(
     """Everything in the module docstring, for one model's steps (steps with no completed request are left out)."""
     sla = sla or Sla()
     prices = prices or Prices()
+    mode = "rate" if any(s.get("offered_req_s") is not None for s in steps) else "users"
+    load, noun = ("users", "concurrency") if mode == "users" else ("req/s", "rate")
+    if mode == "rate":  # the offered rate is the load every method below works on
+        steps = [cast(StepRow, {**s, "users": s.get("offered_req_s") or 0.0}) for s in steps]
     steps = sorted((s for s in steps if s.get("requests") != 0), key=lambda s: s["users"])
     users = [s["users"] for s in steps]
     knees = {
         metric: latency_knee(users, [value(s, f"{metric}_p99_ms") for s in steps]) for metric in ("ttft", "itl", "e2e")
     }
-    sat_users, sat_note = throughput_saturation(steps)
-    sla_users, sla_interp, sla_note = sla_capacity(steps, sla)
+    sat_users, sat_note = rate_saturation(steps) if mode == "rate" else throughput_saturation(steps, load=load)
+    sla_users, sla_interp, sla_note = sla_capacity(steps, sla, load)
     cap_users, cap_share_seen = provider_cap(steps, cap_share)
     below_cap = None
     if cap_users is not None:
@@ -219,12 +269,12 @@ def analyze(
         (sat_users, "throughput saturation"),
     ]
     applicable = [(u, why) for u, why in limits if u is not None]
-    recommended: int | None = max(users) if users else None
-    reason = f"no limit reached up to {recommended} users: test higher concurrency"
+    recommended: float | None = max(users) if users else None
+    reason = f"no limit reached up to {_at(recommended or 0, load)}: test a higher {noun}"
     if applicable:
         recommended, reason = min(applicable, key=lambda x: x[0])
     if sla.given and sla_users is None:
-        recommended, reason = 0, "no tested concurrency meets the SLA"
+        recommended, reason = 0, f"no tested {noun} meets the SLA"
     return Analysis(
         model=model,
         users=users,
@@ -243,4 +293,5 @@ def analyze(
         provider_is_the_wall=reason.startswith("provider"),
         goodput=goodput(steps, sla, goodput_exact),
         cost=cost(steps, prices),
+        mode=mode,
     )

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from locust_llm.reports.summary import by_load
 from locust_llm.sla import error_rate
 
 __all__ = ["Comparison", "GateInputError", "InvalidRunError", "Thresholds", "compare", "format_comparison"]
@@ -95,7 +96,7 @@ def _drop_pct(b: float, c: float) -> float:
 
 def _capacity(baseline: dict[str, Any], current: dict[str, Any], key: str, t: Thresholds) -> Check:
     b, c = baseline["knee"].get(key), current["knee"].get(key)
-    metric = key.replace("_users", "")
+    metric = key.replace("_users", "")  # in open loop, the knee's values are rates (see summary.by_load)
     if b is None or c is None:
         return Check("-", metric, b, c, "skipped", "not found in both runs")
     sweep = sorted({s["users"] for s in baseline["steps"]})
@@ -135,9 +136,10 @@ def _step_checks(baseline: dict[str, Any], current: dict[str, Any], t: Threshold
     model = current["model"]
     base, cur = _steps(baseline, model), _steps(current, model)
     knee = baseline["knee"].get("latency_knee_users")
+    unit = "req/s" if current.get("mode") == "rate" else "users"
     checks = []
     for users in sorted(base.keys() & cur.keys()):
-        label = f"{users} users"
+        label = f"{users:g} {unit}"
         b_tok, c_tok = base[users].get("output_tok_s"), cur[users].get("output_tok_s")
         if b_tok and c_tok is not None:
             bad = _drop_pct(b_tok, c_tok) > t.throughput_drop_pct
@@ -181,6 +183,10 @@ def compare(baseline: Any, current: Any, thresholds: Thresholds | None = None) -
         raise GateInputError(
             f"the runs test different models: baseline {baseline['model']!r}, current {current['model']!r}"
         )
+    modes = [summary.get("mode", "users") for summary in (baseline, current)]
+    if modes[0] != modes[1]:
+        raise GateInputError(f"the runs load the endpoint differently: baseline by {modes[0]}, current by {modes[1]}")
+    baseline, current = by_load(baseline), by_load(current)  # open loop: the loads are the offered rates
     result = Comparison()
     result.checks.append(_capacity(baseline, current, "recommended_users", thresholds))
     result.checks.append(_capacity(baseline, current, "latency_knee_users", thresholds))

@@ -17,7 +17,7 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from locust_llm.reports.files import write_text_atomic
-from locust_llm.reports.summary import console_summary
+from locust_llm.reports.summary import by_load, console_summary
 
 __all__ = ["render_html", "write_html"]
 
@@ -29,6 +29,12 @@ STATUS_COLUMNS = (
     ("timeouts", "timeout", "#ff7f0e"),
     ("conn_errors", "connection", "#7f7f7f"),
     ("protocol_errors", "protocol", "#bcbd22"),
+)
+OPEN_LOOP_COLUMNS = (
+    ("offered_req_s", "offered req/s"),
+    ("served_req_s", "served req/s"),
+    ("in_flight_p50", "in flight p50"),
+    ("dropped", "dropped"),
 )
 TABLE_COLUMNS = (
     ("step", "step"),
@@ -60,8 +66,8 @@ def _x(users: float) -> float:
     return math.log2(users)
 
 
-def _users_axis(fig: go.Figure, users: list[int]) -> None:
-    fig.update_xaxes(tickvals=[_x(u) for u in users], ticktext=[str(u) for u in users], title_text="concurrent users")
+def _users_axis(fig: go.Figure, users: list[int], title: str = "concurrent users") -> None:
+    fig.update_xaxes(tickvals=[_x(u) for u in users], ticktext=[f"{u:g}" for u in users], title_text=title)
 
 
 def _series(steps: list[dict[str, Any]], model: str, key: str) -> tuple[list[float], list[Any]]:
@@ -93,7 +99,7 @@ def _latency_chart(summary: dict[str, Any], metric: str, title: str) -> go.Figur
     if limit is not None:
         fig.add_hline(y=limit, line_dash="dash", line_color="#ff7f0e", annotation_text="SLA p99")
     fig.update_layout(title=title, yaxis_title="ms", legend_orientation="h")
-    _users_axis(fig, _all_users(summary))
+    _users_axis(fig, _all_users(summary), summary["axis_title"])
     return fig
 
 
@@ -113,18 +119,18 @@ def _throughput_chart(summary: dict[str, Any]) -> go.Figure:
     fig.update_layout(title="Throughput vs concurrency", legend_orientation="h")
     fig.update_yaxes(title_text="output tokens/s", secondary_y=False)
     fig.update_yaxes(title_text="requests/s", secondary_y=True)
-    _users_axis(fig, _all_users(summary))
+    _users_axis(fig, _all_users(summary), summary["axis_title"])
     return fig
 
 
 def _status_chart(summary: dict[str, Any]) -> go.Figure:
     rows = sorted((s for s in summary["steps"] if s["model"] == summary["model"]), key=lambda s: s["users"])
-    labels = [str(s["users"]) for s in rows]
+    labels = [f"{s['users']:g}" for s in rows]
     fig = go.Figure()
     for key, name, color in STATUS_COLUMNS:
         fig.add_trace(go.Bar(x=labels, y=[s.get(key) or 0 for s in rows], name=name, marker_color=color))
-    fig.update_layout(barmode="stack", title=f"Outcomes per step ({summary['model']})", xaxis_title="users",
-                      yaxis_title="requests", legend_orientation="h")  # fmt: skip
+    fig.update_layout(barmode="stack", title=f"Outcomes per step ({summary['model']})",
+                      xaxis_title=summary["axis_title"], yaxis_title="requests", legend_orientation="h")  # fmt: skip
     return fig
 
 
@@ -143,11 +149,11 @@ def _timeline_chart(timeline: list[dict[str, Any]]) -> go.Figure:
 def _cost_chart(summary: dict[str, Any]) -> go.Figure:
     cost = summary["analyses"][summary["model"]]["cost"]["steps"]
     fig = make_subplots(specs=[[{"secondary_y": True}]])
-    labels = [str(c["users"]) for c in cost]
+    labels = [f"{c['users']:g}" for c in cost]
     fig.add_trace(go.Bar(x=labels, y=[c["cost_usd"] for c in cost], name="cost of the step's steady window, $"))
     fig.add_trace(go.Scatter(x=labels, y=[c["usd_per_1k_responses"] for c in cost], name="$ per 1,000 responses",
                              mode="lines+markers"), secondary_y=True)  # fmt: skip
-    fig.update_layout(title="Cost per step", xaxis_title="users", legend_orientation="h")
+    fig.update_layout(title="Cost per step", xaxis_title=summary["axis_title"], legend_orientation="h")
     return fig
 
 
@@ -174,11 +180,14 @@ def _cell(value: Any) -> str:
 
 
 def _table(summary: dict[str, Any]) -> str:
-    head = "".join(f"<th>{html.escape(t)}</th>" for _, t in TABLE_COLUMNS)
+    columns = (
+        TABLE_COLUMNS[:1] + OPEN_LOOP_COLUMNS + TABLE_COLUMNS[1:] if summary.get("mode") == "rate" else TABLE_COLUMNS
+    )
+    head = "".join(f"<th>{html.escape(t)}</th>" for _, t in columns)
     rows = []
-    for step in sorted(summary["steps"], key=lambda s: (s["model"], s["users"])):
+    for step in sorted(summary["steps"], key=lambda s: (s["model"], s["step"])):
         css = ' class="invalid"' if step.get("valid") is False else ""
-        rows.append(f"<tr{css}>" + "".join(f"<td>{_cell(step.get(k))}</td>" for k, _ in TABLE_COLUMNS) + "</tr>")
+        rows.append(f"<tr{css}>" + "".join(f"<td>{_cell(step.get(k))}</td>" for k, _ in columns) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
@@ -233,7 +242,7 @@ td {{ text-align: right; }} tr.invalid td {{ background: #fde8e8; }} .chart {{ h
 
 
 def render_html(summary: dict[str, Any], timeline: list[dict[str, Any]] | None = None) -> str:
-    figures = _figures(summary, timeline or [])
+    figures = _figures(by_load(summary), timeline or [])
     specs = [json.loads(fig.to_json()) for fig in figures]
     charts = "\n".join(f'<div class="chart" id="chart-{i}"></div>' for i in range(len(specs)))
     return PAGE.format(

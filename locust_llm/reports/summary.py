@@ -22,12 +22,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from locust_llm.reports.analysis import Analysis, analyze
+from locust_llm.reports.analysis import RATE_KEYS, Analysis, analyze
 from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.load import LoadedRun
 from locust_llm.sla import Prices, Sla
 
-__all__ = ["SCHEMA", "VERSION", "build_summary", "console_summary", "write_json"]
+__all__ = [
+    "SCHEMA",
+    "VERSION",
+    "build_summary",
+    "by_load",
+    "console_summary",
+    "knee_key",
+    "load_text",
+    "sim_kept_up",
+    "write_json",
+]
 
 SCHEMA = "locust-llm/summary"
 VERSION = 1
@@ -43,6 +53,41 @@ KNEE_KEYS = (
     "recommended_reason",
     "provider_is_the_wall",
 )
+
+
+def knee_key(summary: dict[str, Any], key: str) -> str:
+    """The name of a ``*_users`` knee key in ``summary``'s mode (``*_rate_req_s`` in open loop)."""
+    return RATE_KEYS.get(key, key) if summary.get("mode") == "rate" else key
+
+
+def by_load(summary: dict[str, Any]) -> dict[str, Any]:
+    """``summary`` with each step's ``users`` and the knee's ``*_users`` holding its loads (in open loop, the offered
+    rates), and ``axis_title`` naming them: one view for whatever reads the loads (charts, the gate)."""
+    if summary.get("mode") != "rate":
+        return {**summary, "axis_title": "concurrent users"}
+    inverse = {rate: users for users, rate in RATE_KEYS.items()}
+    return {
+        **summary,
+        "steps": [{**step, "users": step.get("offered_req_s") or 0} for step in summary["steps"]],
+        "knee": {inverse.get(k, k): v for k, v in summary["knee"].items()},
+        "axis_title": "offered requests/s",
+    }
+
+
+def load_text(summary: dict[str, Any], value: float | None) -> str:
+    """A load in ``summary``'s unit: ``32 users`` or ``6 req/s``."""
+    unit = "req/s" if summary.get("mode") == "rate" else "users"
+    return f"{value:g} {unit}" if value is not None else "none"
+
+
+def sim_kept_up(open_loop: list[dict[str, Any]]) -> float | None:
+    """The highest offered rate the simulator's open-loop replay kept up with, before the first it did not."""
+    kept = None
+    for point in sorted(open_loop, key=lambda p: p["rate_req_s"]):
+        if not point["kept_up"]:
+            break
+        kept = point["rate_req_s"]
+    return kept
 
 
 def _primary(run: LoadedRun) -> str:
@@ -65,9 +110,12 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
     if not any(s.get("ok") for s in run.steps) and not run.approximate:
         reasons.append("no successful request at any step")
     primary_analysis = analyses[primary].as_dict()
+    mode = analyses[primary].mode
+    keys = [RATE_KEYS.get(k, k) for k in KNEE_KEYS] if mode == "rate" else list(KNEE_KEYS)
     return {
         "schema": SCHEMA,
         "version": VERSION,
+        "mode": mode,
         "source": {"kind": run.source, "path": str(run.path), "approximate": run.approximate},
         "run": {k: v for k, v in run.run_meta.items() if k != "invalid_reasons"},
         "valid": not reasons,
@@ -75,7 +123,7 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
         "sla": {**sla.as_dict(), "error_limit": sla.error_limit, "described": sla.describe()},
         "prices": {"input_usd_per_mtok": prices.input_usd_per_mtok, "output_usd_per_mtok": prices.output_usd_per_mtok},
         "model": primary,
-        "knee": {k: primary_analysis[k] for k in KNEE_KEYS},
+        "knee": {k: primary_analysis[k] for k in keys},
         "analyses": {m: a.as_dict() for m, a in analyses.items()},
         "steps": run.steps,
     }
@@ -94,31 +142,42 @@ def console_summary(summary: dict[str, Any]) -> str:
     if not summary["valid"]:
         lines.append("  INVALID RUN: " + "; ".join(summary["invalid_reasons"]) + " — do not trust the figures below")
     bracket = knee["latency_knee_bracket"]
-    if knee["latency_knee_users"] is not None:
-        where = f" (the bend lies between {bracket[0]} and {bracket[1]} users)" if bracket else ""
-        lines.append(f"  latency knee (TTFT p99): {knee['latency_knee_users']} users{where}")
+
+    def at(key: str) -> Any:
+        return knee[knee_key(summary, key)]
+
+    if at("latency_knee_users") is not None:
+        where = f" (the bend lies between {bracket[0]:g} and {load_text(summary, bracket[1])})" if bracket else ""
+        lines.append(f"  latency knee (TTFT p99): {load_text(summary, at('latency_knee_users'))}{where}")
     else:
         lines.append(f"  latency knee (TTFT p99): none — {a['latency_knees']['ttft']['note']}")
-    sat = knee["throughput_saturation_users"]
-    lines.append(f"  throughput saturation: {sat} users — {a['throughput_note']}" if sat is not None
+    sat = at("throughput_saturation_users")
+    lines.append(f"  throughput saturation: {load_text(summary, sat)} — {a['throughput_note']}" if sat is not None
                  else f"  throughput saturation: none — {a['throughput_note']}")  # fmt: skip
     sla = summary["sla"]
     if any(sla.get(k) is not None for k in ("ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "max_error_rate")):
-        interp = knee["sla_max_users_interpolated"]
+        interp = at("sla_max_users_interpolated")
         extra = f" (interpolated ~{interp:g})" if interp is not None else ""
         described = f" [{sla['described']}]" if sla.get("described") else ""
-        lines.append(f"  SLA capacity{described}: {knee['sla_max_users']} users{extra} — {a['sla_note']}")
-    if knee["provider_cap_users"] is not None:
+        lines.append(f"  SLA capacity{described}: {load_text(summary, at('sla_max_users'))}{extra} — {a['sla_note']}")
+    if at("provider_cap_users") is not None:
         lines.append(
             f"  provider cap: HTTP 429 on {100 * knee['provider_cap_share']:.1f}% of requests from "
-            f"{knee['provider_cap_users']} users"
+            f"{load_text(summary, at('provider_cap_users'))}"
         )
-    rec = knee["recommended_users"]
-    lines.append(f"  recommended max concurrency: {rec} users ({knee['recommended_reason']})" if rec is not None
-                 else f"  recommended max concurrency: none — {knee['recommended_reason']}")  # fmt: skip
+    rec = at("recommended_users")
+    noun = "rate" if summary.get("mode") == "rate" else "concurrency"
+    reason = knee["recommended_reason"]
+    lines.append(f"  recommended max {noun}: {load_text(summary, rec)} ({reason})" if rec is not None
+                 else f"  recommended max {noun}: none — {reason}")  # fmt: skip
     if knee["provider_is_the_wall"]:
         lines.append("  the wall is the provider's rate limit (HTTP 429), not the model: raise the limit or add keys")
     truth = summary["run"].get("simulator")
     if truth and truth.get("saturation_users") is not None:
-        lines.append(f"  simulator's analytic knee: {truth['saturation_users']} users")
+        in_flight = " in flight" if summary.get("mode") == "rate" else ""
+        lines.append(f"  simulator's analytic knee: {truth['saturation_users']} users{in_flight}")
+    if truth and truth.get("open_loop"):
+        kept = sim_kept_up(truth["open_loop"])
+        lines.append(f"  simulator's open-loop truth: kept up with {load_text(summary, kept)}" if kept is not None
+                     else "  simulator's open-loop truth: behind at every offered rate")  # fmt: skip
     return "\n".join(lines)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from locust_llm.reports.summary import knee_key
+
 __all__ = ["EXIT_GATE", "EXIT_INPUT", "EXIT_INVALID", "EXIT_OK", "verdict"]
 
 EXIT_OK = 0
@@ -32,6 +34,7 @@ def verdict(summary: dict[str, Any], gate_code: int = EXIT_OK) -> tuple[int, str
     if gate_code == EXIT_GATE:
         return EXIT_GATE, "a regression against the baseline"
     sla = summary.get("sla") or {}
-    if sla.get("described") and summary["knee"].get("sla_max_users") is None:
-        return EXIT_GATE, f"no tested concurrency meets the SLA ({sla['described']})"
+    if sla.get("described") and summary["knee"].get(knee_key(summary, "sla_max_users")) is None:
+        noun = "rate" if summary.get("mode") == "rate" else "concurrency"
+        return EXIT_GATE, f"no tested {noun} meets the SLA ({sla['described']})"
     return EXIT_OK, "a valid sweep"

@@ -1,4 +1,5 @@
-"""``StepShape``: steps concurrency through ``--steps`` (8 -> 16 -> 32 -> 64 -> 128 by default)."""
+"""``StepShape``: steps concurrency through ``--steps`` (8 -> 16 -> 32 -> 64 -> 128 by default), or the arrival rate
+through ``--rates`` (one user per generator process then sends each step's arrivals)."""
 
 from __future__ import annotations
 
@@ -38,7 +39,8 @@ class StepShape(LoadTestShape):
                 return None
             LoadTestShape.reset_time(self)  # the preflight's time is not step 1's
         config = run.require_config()
-        plan = StepPlan(config.steps, config.step_duration_s)
+        rates = config.rates
+        plan = StepPlan(tuple(range(1, len(rates) + 1)) if rates else config.steps, config.step_duration_s)
         step = plan.step_at(self.get_run_time())
         if step is None:
             run.end()
@@ -46,6 +48,12 @@ class StepShape(LoadTestShape):
                 return None
             self._drained = True
             return 0, plan.drain_rate
+        if rates:  # open loop: one user per generator process sends the step's arrivals
+            processes = getattr(self.runner, "worker_count", 0) or 1
+            if step.index != self._index:
+                self._index = step.index
+                run.begin_step(step.index + 1, processes, plan.step_duration_s, rates[step.index])
+            return processes, float(processes)
         if step.index != self._index:
             self._index = step.index
             run.begin_step(step.index + 1, step.users, plan.step_duration_s)

@@ -58,6 +58,12 @@ class Engine(Protocol):
 
     def advance(self, now_ns: int) -> list[Emission]: ...
 
+    @property
+    def running(self) -> int: ...
+
+    @property
+    def waiting(self) -> int: ...
+
 
 @dataclass(frozen=True)
 class PacingParams:

@@ -74,9 +74,12 @@ class EmbeddedSim:
         """Ids of the models the running simulator serves (``GET /v1/models``)."""
         return [m["id"] for m in self._get("/v1/models", timeout_s)["data"]]
 
-    def truth(self, model: str, prompt_tokens: int, max_tokens: int, timeout_s: float = 10.0) -> dict[str, Any]:
-        """The simulator's analytic truth for this workload (``GET /sim/truth``), or ``{"error": ...}``."""
-        query = urllib.parse.urlencode({"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens})
+    def truth(self, model: str, prompt_tokens: int, max_tokens: int, timeout_s: float = 30.0, **open_loop: Any
+              ) -> dict[str, Any]:  # fmt: skip
+        """The simulator's analytic truth for this workload (``GET /sim/truth``), or ``{"error": ...}``; with
+        ``rate``, ``arrivals`` and ``seed``, what an open loop at that rate should see."""
+        query = urllib.parse.urlencode({"model": model, "prompt_tokens": prompt_tokens, "max_tokens": max_tokens,
+                                        **open_loop})  # fmt: skip
         try:
             return dict(self._get(f"/sim/truth?{query}", timeout_s))
         except (OSError, ValueError) as exc:

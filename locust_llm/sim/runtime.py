@@ -18,13 +18,14 @@ from dataclasses import asdict
 from typing import Any
 
 from locust_llm.histogram import Histogram
+from locust_llm.shapes.arrivals import Arrivals
 from locust_llm.sim.batching import BatchingEngine
 from locust_llm.sim.config import ModelSpec, SimConfig
 from locust_llm.sim.engine import Emission, PacingEngine, SeqRequest
 from locust_llm.sim.faults import MID_STREAM
 from locust_llm.sim.limits import RateLimiter
 from locust_llm.sim.tokens import TOKEN_JSON, token_id, token_text
-from locust_llm.sim.truth import saturation_users, steady_state
+from locust_llm.sim.truth import open_loop_truth, saturation_users, steady_state
 from locust_llm.sim.wire import ChunkFormat, frame
 
 __all__ = ["EARLY_NS", "LATE_NS", "REFERENCE_WORKLOAD", "BehindWatch", "ModelRuntime", "Replica", "Stream"]
@@ -257,6 +258,16 @@ class ModelRuntime:
             "early_returns_after_429": limiter.early_returns,
             "faults_injected": dict(self.faults),
         }
+
+    def open_loop_truth(
+        self, rate: float, arrivals: Arrivals, seed: str, prompt: int | None, max_tokens: int | None
+    ) -> dict[str, Any]:
+        """What an open loop of ``rate`` should see (:func:`~locust_llm.sim.truth.open_loop_truth`): the rate shared
+        evenly by the replicas, each a fresh engine, outputs of the mean length."""
+        prompt = prompt or REFERENCE_WORKLOAD["prompt_tokens"]
+        mean_output = round((1 + self.spec.output_fraction) / 2 * (max_tokens or REFERENCE_WORKLOAD["max_tokens"]))
+        truth = open_loop_truth(self._engine(), rate / self.spec.replicas, arrivals, seed, prompt, mean_output)
+        return {**truth, "rate_req_s": rate}
 
     def truth(
         self, users: int | None = None, prompt: int | None = None, max_tokens: int | None = None

@@ -3,7 +3,8 @@
 
 Routes: ``POST /v1/chat/completions`` (streaming and not), ``GET /v1/models``, ``GET /health``, ``GET /sim/stats``
 (counters and analytic truth), ``GET /sim/truth`` (the expected steady state for a load) and
-``POST /sim/reset-lateness``.
+``POST /sim/reset-lateness``. ``GET /sim/truth?rate=R&arrivals=poisson&seed=S`` replays an open loop of ``R``
+requests/s through a fresh engine.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from collections import Counter
 from aiohttp import web
 
 from locust_llm.histogram import Histogram
+from locust_llm.shapes.arrivals import parse_arrivals
 from locust_llm.sim.config import SimConfig
 from locust_llm.sim.engine import SeqRequest
 from locust_llm.sim.request import BadRequest, ChatRequest, parse_chat_request
@@ -211,9 +213,16 @@ class SimServer:
             users = int(q.get("users", "0"))
             prompt = int(q.get("prompt_tokens", "0")) or None
             max_tokens = int(q.get("max_tokens", "0")) or None
-        except ValueError:
-            return _error(400, "users, prompt_tokens and max_tokens must be integers", "invalid_request_error")
-        return web.json_response(self.models[name].truth(users or None, prompt, max_tokens))
+            rate = float(q.get("rate", "0"))
+            arrivals = parse_arrivals(q.get("arrivals", "poisson"))
+        except ValueError as exc:
+            return _error(400, f"users, prompt_tokens and max_tokens must be integers, rate a number: {exc}",
+                          "invalid_request_error")  # fmt: skip
+        runtime = self.models[name]
+        if rate > 0:  # an open loop: replayed through a fresh engine (CPU-bound, once per run)
+            truth = runtime.open_loop_truth(rate, arrivals, q.get("seed", "0"), prompt, max_tokens)
+            return web.json_response(truth)
+        return web.json_response(runtime.truth(users or None, prompt, max_tokens))
 
 
 def _api_key(request: web.Request) -> str:

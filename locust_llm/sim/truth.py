@@ -20,12 +20,18 @@ engine itself against simulated clients with a given round-trip time, which is e
 
 from __future__ import annotations
 
+import random
+import statistics
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from locust_llm.shapes.arrivals import Arrivals
 from locust_llm.sim.batching import BatchingEngine, BatchParams
-from locust_llm.sim.engine import SeqRequest
+from locust_llm.sim.engine import Engine, SeqRequest
 
-__all__ = ["SteadyState", "replay_closed_loop", "saturation_users", "steady_state"]
+__all__ = ["OpenLoopReplay", "SteadyState", "open_loop_truth", "replay_closed_loop", "replay_open_loop",
+           "saturation_users", "steady_state"]  # fmt: skip
 
 
 def _avg_blocks(p: BatchParams, prompt: int, output: int) -> float:
@@ -119,3 +125,76 @@ def replay_closed_loop(
                 done += 1
                 pending.append((e.at_ns + rtt, e.seq_id))
     return Replay(ttfts, itls, total * output_tokens, now / 1e9, engine)
+
+
+@dataclass(frozen=True)
+class OpenLoopReplay:
+    """Per request (in arrival order): TTFT and E2E in seconds, from its arrival."""
+
+    ttft_s: list[float]
+    e2e_s: list[float]
+    output_tokens: int
+    duration_s: float
+
+
+def replay_open_loop(engine: Engine, arrivals_ns: Sequence[int], prompt_tokens: int, output_tokens: int,
+                     rtt_ms: float = 1.0) -> OpenLoopReplay:  # fmt: skip
+    """Run ``engine`` against requests arriving at ``arrivals_ns`` (increasing), whatever it does: exact for the
+    engine, with a network round trip of ``rtt_ms`` (half on the way in, half on the way out)."""
+    half = int(rtt_ms * 500_000)
+    first: dict[int, int] = {}
+    end: dict[int, int] = {}
+    pending = list(enumerate(arrivals_ns))
+    now = 0
+    while pending or engine.running or engine.waiting:
+        due = engine.next_event_ns()
+        if pending and (due is None or pending[0][1] + half <= due):
+            seq_id, at = pending.pop(0)
+            now = at + half
+            engine.submit(SeqRequest(seq_id, prompt_tokens, output_tokens), now)
+            continue
+        if due is None:
+            break
+        now = due
+        for e in engine.advance(due):
+            if e.token == 0:
+                first[e.seq_id] = e.at_ns + half
+            if e.last:
+                end[e.seq_id] = e.at_ns + half
+    done = sorted(end)
+    return OpenLoopReplay(
+        ttft_s=[(first[i] - arrivals_ns[i]) / 1e9 for i in done],
+        e2e_s=[(end[i] - arrivals_ns[i]) / 1e9 for i in done],
+        output_tokens=len(done) * output_tokens,
+        duration_s=now / 1e9,
+    )
+
+
+def open_loop_truth(engine: Engine, rate: float, arrivals: Arrivals, seed: str, prompt_tokens: int,
+                    output_tokens: int, duration_s: float = 60.0) -> dict[str, Any]:  # fmt: skip
+    """What an open loop of ``rate`` requests/s (``arrivals``, seeded with ``seed``) should see from ``engine`` over
+    ``duration_s``: TTFT and E2E p50/p99 of the requests after the first fifth (its warm-up), and whether the
+    engine kept up: the median TTFT of the last tenth of the requests is at most twice that of the second fifth
+    (plus 10 ms); a queue that grows without bound fails that."""
+    rng = random.Random(seed)
+    times = arrivals.times_s(rate, rng)
+    arrivals_ns = []
+    for t in times:
+        if t >= duration_s:
+            break
+        arrivals_ns.append(int(t * 1e9))
+    replay = replay_open_loop(engine, arrivals_ns, prompt_tokens, output_tokens)
+    steady = slice(len(replay.ttft_s) // 5, None)
+    ttft, e2e = sorted(replay.ttft_s[steady]), sorted(replay.e2e_s[steady])
+
+    def ms(values: list[float], q: float) -> float | None:
+        return round(1000 * values[min(len(values) - 1, int(q * len(values)))], 3) if values else None
+
+    n = len(replay.ttft_s)
+    tail, early = replay.ttft_s[-max(1, n // 10) :], replay.ttft_s[n // 5 : max(n // 5 + 1, 2 * n // 5)]
+    return {
+        "rate_req_s": rate, "arrivals": arrivals.describe(), "requests": len(arrivals_ns),
+        "ttft_p50_ms": ms(ttft, 0.5), "ttft_p99_ms": ms(ttft, 0.99),
+        "e2e_p50_ms": ms(e2e, 0.5), "e2e_p99_ms": ms(e2e, 0.99),
+        "kept_up": bool(early) and statistics.median(tail) <= 2 * statistics.median(early) + 0.01,
+    }  # fmt: skip

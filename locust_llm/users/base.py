@@ -20,6 +20,7 @@ from locust_llm import __version__
 from locust_llm.metrics import RequestResult
 from locust_llm.users.attempt import FirstToken
 from locust_llm.users.flow import Flow
+from locust_llm.users.open_loop import OpenLoop
 
 if TYPE_CHECKING:  # importing Locust monkey-patches the process with gevent: only the user classes do it
     from locust.env import Environment
@@ -38,6 +39,7 @@ class LLMUserMixin:
     """The first request waits a random fraction of this, so that a step's users do not fire in lock-step."""
 
     llm: LLMRun
+    open_loop: OpenLoop | None = None
 
     def setup_llm(self, environment: Environment) -> None:
         from locust_llm.run import llm_run
@@ -52,6 +54,7 @@ class LLMUserMixin:
         self.flow = Flow(self.send, self.llm.recorder, config.flow, self.rng)
         self.user_agent = f"locust-llm/{__version__} (user {os.getpid()}-{self.user_number})"
         self._intended_ns = 0
+        self.open_loop = OpenLoop(self, getattr(environment.runner, "worker_index", 0)) if config.open_loop else None
 
     def send(
         self,
@@ -74,14 +77,24 @@ class LLMUserMixin:
         return seconds
 
     def on_start(self) -> None:
+        if self.open_loop is not None:
+            return  # arrivals are spread by their schedule
         delay = self.rng.random() * self.first_request_spread_s
         self._intended_ns = time.perf_counter_ns() + int(delay * 1e9)
         gevent.sleep(delay)
 
+    def on_stop(self) -> None:
+        if self.open_loop is not None:
+            self.open_loop.stop()
+
     def chat_once(self) -> None:
-        """One client request (the user classes' task); none once the run was stopped (see ``LLMRun.fatal``)."""
+        """One client request (the user classes' task); none once the run was stopped (see ``LLMRun.fatal``). With
+        ``--rates``, the task runs this process's arrivals instead (:mod:`locust_llm.users.open_loop`)."""
         if self.llm.fatal_message:
             gevent.sleep(1.0)
+            return
+        if self.open_loop is not None:
+            self.open_loop.run()
             return
         messages, max_tokens = self.workload.messages(self.rng)
         self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())

@@ -47,6 +47,8 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         # paid per token. The whole request runs under one deadline instead (users.stream.run_stream).
         self.network_timeout = None  # type: ignore[assignment]
         self.connection_timeout = min(30.0, config.request_timeout_s)
+        if config.open_loop:  # one user sends this process's arrivals: as many connections as requests in flight
+            self.concurrency = max(self.concurrency, config.max_in_flight)
         super().__init__(environment)
         self.setup_llm(environment)
         url = URL((self.host or "").rstrip("/") + "/chat/completions")

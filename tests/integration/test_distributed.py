@@ -1,49 +1,16 @@
 """Real master and worker processes on 127.0.0.1: nothing lost, nothing counted twice, lost workers flagged."""
 
 import json
-import signal
-import subprocess
-import sys
-import time
 import urllib.request
 
 import pytest
 
-from tests.support.procs import LOCUSTFILE, clean_env, free_port, read_csv, run_locust, sim
+from tests.support.procs import distributed_run, read_csv, run_locust, sim
 
 TTFT_MS, ITL_MS, MAX_TOKENS = 100.0, 10.0, 32
 SIM = ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--capacity", "256")
 SWEEP = ("--steps", "4,8", "--step-duration", "8s", "--warmup", "3s", "--max-tokens", str(MAX_TOKENS),
          "--stop-timeout", "20", "--model", "sim-llm")  # fmt: skip
-
-
-def locust_cmd(*args):
-    return [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), *args]
-
-
-def distributed_run(tmp_path, host, workers, sweep=SWEEP, kill_worker_after_s=None):
-    port = free_port()
-    master = subprocess.Popen(
-        locust_cmd("--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-                   "--expect-workers", str(workers), "--host", host, "--csv", str(tmp_path / "run"), *sweep),
-        cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    procs = [
-        subprocess.Popen(locust_cmd("--worker", "--master-host", "127.0.0.1", "--master-port", str(port)),
-                         cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for _ in range(workers)
-    ]  # fmt: skip
-    try:
-        if kill_worker_after_s is not None:
-            time.sleep(kill_worker_after_s)
-            procs[0].send_signal(signal.SIGKILL)
-        out, err = master.communicate(timeout=150)
-    finally:
-        for p in (master, *procs):
-            if p.poll() is None:
-                p.kill()
-            p.wait()
-    return master.returncode, out, err
 
 
 def sim_stats(base):
@@ -61,7 +28,7 @@ def runs(tmp_path_factory):
     out = {}
     with sim(*SIM) as base:
         path = tmp_path_factory.mktemp("distributed")
-        code, stdout, stderr = distributed_run(path, base, workers=2)
+        code, stdout, stderr = distributed_run(path, base, 2, SWEEP)
         out["distributed"] = (code, stdout, stderr, path, sim_stats(base))
     with sim(*SIM) as base:
         path = tmp_path_factory.mktemp("single")
@@ -121,7 +88,7 @@ def test_a_killed_worker_marks_its_step_invalid_and_the_run_still_completes(tmp_
     sweep = ("--steps", "6,12", "--step-duration", "12s", "--warmup", "2s", "--max-tokens", str(MAX_TOKENS),
              "--model", "sim-llm")  # fmt: skip
     with sim(*SIM) as base:
-        code, stdout, stderr = distributed_run(tmp_path, base, workers=3, sweep=sweep, kill_worker_after_s=15)
+        code, stdout, stderr = distributed_run(tmp_path, base, 3, sweep, kill_worker_after_s=15)
     assert "Traceback" not in stderr
     assert code == 3, stdout[-2000:]  # an invalid measurement
     steps = by_step(read_csv(tmp_path / "run_llm_steps.csv"))

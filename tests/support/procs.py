@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -73,3 +74,34 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def distributed_run(
+    tmp_path: Path, host: str, workers: int, sweep: tuple[str, ...], kill_worker_after_s: float | None = None
+) -> tuple[int, str, str]:
+    """A headless master and ``workers`` real worker processes on 127.0.0.1 running ``sweep`` against ``host``, with
+    ``--csv tmp_path/run``; optionally SIGKILL the first worker after a while. Returns the master's exit code,
+    stdout and stderr; every process is gone afterwards."""
+    port = free_port()
+    locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
+    master = subprocess.Popen(
+        [*locust, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
+         "--expect-workers", str(workers), "--host", host, "--csv", str(tmp_path / "run"), *sweep],
+        cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    procs = [
+        subprocess.Popen([*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+                         cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for _ in range(workers)
+    ]  # fmt: skip
+    try:
+        if kill_worker_after_s is not None:
+            time.sleep(kill_worker_after_s)
+            procs[0].send_signal(signal.SIGKILL)
+        out, err = master.communicate(timeout=150)
+    finally:
+        for proc in (master, *procs):
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait()
+    return master.returncode, out, err

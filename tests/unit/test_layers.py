@@ -19,6 +19,7 @@ ADAPTERS = {
     "locust_llm.users.sdk",
     "locust_llm.users.stream",
     "locust_llm.users.flow",
+    "locust_llm.users.open_loop",
     "locust_llm.shapes.step_shape",
     "locust_llm.collect.collector",
     "locust_llm.sim.runtime",

@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from locust_llm.reports.analysis import analyze, provider_cap, sla_capacity, throughput_saturation
+from locust_llm.reports.analysis import analyze, provider_cap, rate_saturation, sla_capacity, throughput_saturation
 from locust_llm.sla import Prices, Sla
 
 USERS = [8, 16, 32, 64, 128]
@@ -157,3 +157,40 @@ def test_sla_capacity_judges_the_client_perceived_p99():
     users, interp, note = sla_capacity(rows, Sla(ttft_p99_ms=500))
     assert users == 32 and note == "at 64 users TTFT p99 900 ms > 500 ms"
     assert interp == pytest.approx(32 + 32 * (500 - 50) / (900 - 50), abs=0.05)
+
+
+def rate_steps(offered, completed, ttft_p99, dropped=None, duration=30.0):
+    out = []
+    for i, (rate, done, p99) in enumerate(zip(offered, completed, ttft_p99, strict=True)):
+        out.append({"step": i + 1, "users": 3 * (i + 1), "offered_req_s": rate, "model": "m", "requests": done,
+                    "ok": done, "client_ok": done, "errors": 0, "status_429": 0, "duration_s": duration,
+                    "req_s": done / duration, "output_tok_s": 64 * done / duration, "ttft_p50_ms": p99 / 2,
+                    "ttft_p90_ms": p99 * 0.8, "ttft_p99_ms": p99, "itl_p99_ms": 20.0, "e2e_p99_ms": 2000.0,
+                    "dropped": (dropped or [0] * len(offered))[i]})  # fmt: skip
+    return out
+
+
+def test_an_open_loop_saturates_where_completions_fall_behind_the_offered_rate():
+    # 2, 4, 8 req/s are kept up with (Poisson noise of a few requests); 16 req/s completes only 300 of 480
+    steps = rate_steps([2, 4, 8, 16], [57, 124, 236, 300], [120, 130, 160, 9000])
+    rate, note = rate_saturation(steps)
+    assert rate == 8 and "fell behind at 16 req/s (300 served of 480 offered)" in note
+    a = analyze("m", steps)
+    assert a.mode == "rate" and a.throughput_saturation_users == 8
+    out = a.as_dict()
+    assert out["throughput_saturation_rate_req_s"] == 8 and "throughput_saturation_users" not in out
+    assert out["recommended_rate_req_s"] == 8 and out["users"] == [2, 4, 8, 16]
+
+
+def test_retried_attempts_do_not_count_as_keeping_up():
+    # 32 req/s for 30 s: 2,650 attempts (429s retried) but only 400 client requests served
+    steps = rate_steps([16, 32], [480, 2650], [50, 3000])
+    steps[1].update(ok=550, client_ok=400, status_429=2100, errors=2100)
+    rate, note = rate_saturation(steps)
+    assert rate == 16 and "(400 served of 960 offered)" in note
+
+
+def test_dropped_arrivals_are_saturation_and_noise_is_not():
+    assert rate_saturation(rate_steps([2, 4], [60, 100], [100, 100], dropped=[0, 5]))[0] == 2
+    assert rate_saturation(rate_steps([2, 4], [50, 108], [100, 100]))[0] is None  # within 3 sigma of 60 and 120
+    assert rate_saturation(rate_steps([2, 4], [20, 120], [100, 100]))[1].startswith("already behind at the lowest")

@@ -116,3 +116,26 @@ def test_bad_input(mutate, message):
     mutate(current)
     with pytest.raises(GateInputError, match=message):
         compare(summary(), current)
+
+
+def rate_summary(recommended=8.0, tok=(600, 1100, 1800, 1850)):
+    rates = [2.0, 4.0, 8.0, 16.0]
+    return {
+        "schema": "locust-llm/summary", "version": 1, "model": "m", "valid": True, "invalid_reasons": [],
+        "mode": "rate",
+        "knee": {"recommended_rate_req_s": recommended, "latency_knee_rate_req_s": 8.0},
+        "steps": [{"users": 3 * (i + 1), "offered_req_s": r, "model": "m", "ttft_p99_ms": 30.0, "itl_p99_ms": 12.0,
+                   "requests": 500, "errors": 0, "output_tok_s": tok[i]} for i, r in enumerate(rates)],
+    }  # fmt: skip
+
+
+def test_open_loop_runs_are_compared_by_offered_rate():
+    assert not compare(rate_summary(), rate_summary()).regressed
+    result = compare(rate_summary(), rate_summary(recommended=4.0, tok=(600, 1100, 1300, 1300)))
+    assert verdicts(result)[("-", "recommended")] == "REGRESSION"  # halved
+    assert verdicts(result)[("8 req/s", "output_tok_s")] == "REGRESSION"
+
+
+def test_an_open_loop_run_is_not_compared_with_a_closed_loop_one():
+    with pytest.raises(GateInputError, match="load the endpoint differently"):
+        compare(summary(), rate_summary())

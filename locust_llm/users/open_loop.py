@@ -1,0 +1,89 @@
+"""Open loop (``--rates``): one user per generator process sends its share of each step's arrivals on schedule.
+
+The master (or the single process) stamps each step with its rate and the number of generator processes; each
+process takes ``rate / processes`` with its own seeded stream (:mod:`locust_llm.shapes.arrivals`), and a greenlet
+per arrival makes the client request through the user's :class:`~locust_llm.users.flow.Flow` (retries, fallbacks
+and the per-token path are those of the closed loop). Each arrival is recorded with the requests then in flight.
+
+An arrival is meant to be sent at its scheduled time, which is the request's intended start: TTFT, E2E and the
+scheduling lag count from it. When the process already has its share of ``--max-in-flight`` requests in flight,
+the arrival is **dropped** and counted, never delayed. When the shape ends, no new arrival is sent and the requests
+in flight finish (the drain).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from math import ceil
+from typing import TYPE_CHECKING, Any
+
+import gevent
+from gevent.pool import Group
+
+from locust_llm.shapes.arrivals import share
+
+if TYPE_CHECKING:
+    from locust_llm.collect.timeline import StepMark
+    from locust_llm.users.base import LLMUserMixin
+
+__all__ = ["OpenLoop"]
+
+
+class OpenLoop:
+    """This process's arrivals (module docstring); :meth:`run` is the user's task."""
+
+    def __init__(self, user: LLMUserMixin, index: int) -> None:
+        self.user = user
+        self.index = index  # this generator process among the processes sharing each step's rate
+        self.in_flight = 0
+        self.group = Group()
+
+    def run(self) -> None:
+        """Send the arrivals of each step in turn; return once the shape has ended and the drain is over."""
+        collector = self.user.llm.collector
+        while True:
+            if collector.ended_ns is not None or self.user.llm.fatal_message:
+                self.group.join(timeout=self.user.config.request_timeout_s)
+                gevent.sleep(1.0)
+                return
+            mark = collector.timeline.current
+            if mark is None or mark.rate is None or self.index >= mark.processes:
+                gevent.sleep(0.05)
+                continue
+            self._run_step(mark)
+
+    def stop(self) -> None:
+        """The user stops: cancel what is in flight."""
+        self.group.kill(block=False)
+
+    def _run_step(self, mark: StepMark) -> None:
+        assert mark.rate is not None
+        config, timeline = self.user.config, self.user.llm.collector.timeline
+        rate, offset = share(mark.rate, mark.processes, self.index)
+        cap = ceil(config.max_in_flight / mark.processes)
+        rng = random.Random(f"{config.seed}:{self.index}:{mark.step}" if config.seed is not None else None)
+        for t_s in config.arrivals.times_s(rate, rng, offset):
+            at = mark.began_ns + int(t_s * 1e9)
+            wait = at - time.perf_counter_ns()
+            if wait > 0:
+                gevent.sleep(wait / 1e9)
+            if timeline.current is not mark or self.user.llm.collector.ended_ns is not None:
+                return  # the step changed (or the shape ended) while waiting: this arrival was not its
+            self._arrive(at, cap)
+
+    def _arrive(self, at_ns: int, cap: int) -> None:
+        llm = self.user.llm
+        dropped = self.in_flight >= cap
+        llm.recorder.record_arrival(llm.model, self.in_flight, dropped, at_ns)
+        if not dropped:
+            self.in_flight += 1
+            self.group.spawn(self._request, at_ns)
+
+    def _request(self, at_ns: int) -> Any:
+        user = self.user
+        try:
+            messages, max_tokens = user.workload.messages(user.rng)
+            return user.flow.request(user.llm.model, messages, max_tokens, at_ns)
+        finally:
+            self.in_flight -= 1
