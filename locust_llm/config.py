@@ -21,11 +21,21 @@ from locust_llm.options import FLAGS, parse_flags
 from locust_llm.parsers import ConfigError, Warmup
 from locust_llm.reports.compare import Thresholds
 from locust_llm.shapes.arrivals import Arrivals
+from locust_llm.shapes.search import SearchSettings
 from locust_llm.sla import Prices, Sla
 from locust_llm.users.discipline import FlowConfig, RetryPolicy
 from locust_llm.workload.prompts import Length, Workload
 
-__all__ = ["RunConfig", "flow_from", "is_secret_header", "prices_from", "sla_from", "thresholds_from", "workload_from"]
+__all__ = [
+    "RunConfig",
+    "flow_from",
+    "is_secret_header",
+    "prices_from",
+    "search_from",
+    "sla_from",
+    "thresholds_from",
+    "workload_from",
+]
 
 Values = Mapping[str, Any]
 
@@ -54,6 +64,7 @@ class RunConfig:
     rates: tuple[float, ...] | None
     arrivals: Arrivals
     max_in_flight: int
+    search: SearchSettings | None
     step_duration_s: float
     request_timeout_s: float
     warmup: Warmup
@@ -73,6 +84,7 @@ class RunConfig:
     def from_options(cls, options: Any) -> RunConfig:
         """Build from Locust's ``parsed_options`` (or any object with the flags' ``dest`` attributes)."""
         v = parse_flags(options, FLAGS)
+        sla = sla_from(v)
         return cls(
             model=v["model"],
             api_key=v["api_key"],
@@ -86,6 +98,7 @@ class RunConfig:
             rates=_rates(v),
             arrivals=v["arrivals"],
             max_in_flight=v["max_in_flight"],
+            search=search_from(v, sla),
             step_duration_s=v["step_duration"],
             request_timeout_s=v["request_timeout"],
             warmup=v["warmup"],
@@ -93,7 +106,7 @@ class RunConfig:
             max_generator_cpu_pct=v["max_generator_cpu"],
             max_sched_lag_ms=v["max_sched_lag"] * 1000.0,
             min_step_requests=v["min_step_requests"],
-            sla=sla_from(v),
+            sla=sla,
             prices=prices_from(v),
             report_dir=v["llm_report"],
             summary_log=v["llm_summary_log"],
@@ -147,6 +160,7 @@ class RunConfig:
             "rates": list(self.rates) if self.rates else None,
             "arrivals": self.arrivals.describe() if self.rates else None,
             "max_in_flight": self.max_in_flight if self.rates else None,
+            "search": self.search.describe() if self.search else None,
             "step_duration_s": self.step_duration_s,
             "request_timeout_s": self.request_timeout_s,
             "warmup_s": self.warmup_s(),
@@ -172,6 +186,28 @@ def _rates(v: Values) -> tuple[float, ...] | None:
             f"{','.join(f'{r:g}' for r in rates)} and --steps {','.join(map(str, v['steps']))}"
         )
     return rates or None
+
+
+def search_from(v: Values, sla: Sla) -> SearchSettings | None:
+    """``--search`` and its flags. It starts from one load: the first of ``--steps`` (its default list is fine) or
+    of ``--rates``; an explicit list of several is a conflict. ``sla`` needs at least one SLA limit."""
+    if v["search"] == "off":
+        return None
+    default_steps = next(f for f in FLAGS if f.dest == "steps").value(None)
+    loads = v["rates"] or (v["steps"] if v["steps"] != default_steps else None)
+    if loads and len(loads) > 1:
+        flag = "--rates" if v["rates"] else "--steps"
+        raise ConfigError(
+            f"--search starts from one load: give {flag} a single value (the start, e.g. {flag} "
+            f"{loads[0]:g}), got {flag} {','.join(f'{x:g}' for x in loads)}"
+        )
+    if v["search"] == "sla" and not sla.given:
+        raise ConfigError(
+            "--search sla needs an SLA: give --sla-ttft-p99-ms, --sla-itl-p99-ms, --sla-e2e-p99-ms or "
+            "--sla-max-error-rate (or use --search knee), got none"
+        )
+    return SearchSettings(v["search"], v["search_precision"], v["search_max_users"], v["search_max_duration"],
+                          v["search_min_requests"])  # fmt: skip
 
 
 def sla_from(v: Values) -> Sla:

@@ -48,7 +48,7 @@ def begin_run(run: LLMRun) -> str | None:
     run.number += 1
     run.recording, run.finished = True, False
     run.fatal_message = run.report_text = ""
-    run.summary = None
+    run.summary = run.search = None
     run.started = datetime.now(UTC)
     run.collector.reset(run.number)
     outputs.start_refresh(run)

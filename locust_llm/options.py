@@ -29,6 +29,8 @@ from locust_llm.parsers import (
     parse_optional_number,
     parse_percent,
     parse_positive_int,
+    parse_positive_number,
+    parse_share,
     parse_shell_args,
     parse_statuses,
     parse_steps,
@@ -99,6 +101,7 @@ GROUPS = {
     "workload": "Workload",
     "client": "Client behaviour",
     "steps": "Steps and validity",
+    "search": "Capacity search",
     "report": "Reports, SLA and prices",
     "gate": "Regression gate",
     "sim": "Embedded simulator",
@@ -205,8 +208,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--max-in-flight", "1000", "With --rates, the most requests in flight at once (all generators together); an "
          "arrival beyond it is dropped and counted, never delayed.", "LOCUST_LLM_MAX_IN_FLIGHT", parse_positive_int,
          "steps"),
-    Flag("--step-duration", "30s", "How long each step lasts, e.g. 30s, 2m, 1m30s.", "LOCUST_LLM_STEP_DURATION",
-         parse_duration_s, "steps"),
+    Flag("--step-duration", "30s", "How long each step lasts, e.g. 30s, 2m, 1m30s (with --search: the longest a "
+         "probe may last).", "LOCUST_LLM_STEP_DURATION", parse_duration_s, "steps"),
     Flag("--warmup", "auto", "Samples this long after each step change are kept apart from the steady state: a "
          "duration (5s), a share of the step (10%), or auto = max(5 s, 10% of the step), at most half the step.",
          "LOCUST_LLM_WARMUP", parse_warmup, "steps"),
@@ -221,6 +224,18 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--min-step-requests", "10", "A step is marked invalid when its steady window holds fewer completed "
          "requests (also when their E2E p50 exceeds half the window): lengthen --step-duration for long outputs.",
          "LOCUST_LLM_MIN_STEP_REQUESTS", parse_nonnegative_int, "steps"),
+    # capacity search
+    Flag("--search", "off", "Find the capacity adaptively instead of a fixed sweep: sla (the highest load meeting "
+         "the --sla-* limits) or knee (the latency knee of TTFT p99); starts at the first --steps (or --rates) value, "
+         "doubles, then bisects.", "LOCUST_LLM_SEARCH", _choice("off", "sla", "knee"), "search"),
+    Flag("--search-precision", "10%", "Stop when the bracket around the answer is this narrow (a share of the load, "
+         "at least 1 user), e.g. 10% or 0.05.", "LOCUST_LLM_SEARCH_PRECISION", parse_share, "search"),
+    Flag("--search-max-users", "512", "The highest load the search tries (users; with --rates, requests/s).",
+         "LOCUST_LLM_SEARCH_MAX_USERS", parse_positive_number, "search"),
+    Flag("--search-max-duration", "30m", "Wall-time budget of the search: it then ends with the best bracket so far "
+         "and says so.", "LOCUST_LLM_SEARCH_MAX_DURATION", parse_duration_s, "search"),
+    Flag("--search-min-requests", "300", "Steady-state requests a probe needs before it is judged (a stable p99); "
+         "it ends earlier at --step-duration.", "LOCUST_LLM_SEARCH_MIN_REQUESTS", parse_positive_int, "search"),
     # reports
     Flag("--llm-report", None, "Write report.html and summary.json to this directory at the end of the run "
          "(default: {prefix}_llm_report.html and {prefix}_llm_summary.json next to the --csv files; off: none). The "

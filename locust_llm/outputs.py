@@ -93,15 +93,18 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
         "versions": {"locust": locust.__version__, "locust_llm": __version__},
         "totals": totals(run),
     }
+    if run.search is not None:
+        meta["search"] = run.search
     if run.sim is not None and run.sim.url:
         ok = sum(r["ok"] for r in step_rows)
         prompt = round(sum(r["prompt_tokens"] for r in step_rows) / ok) if ok else 0
         meta["simulator"] = run.sim.truth(run.model, prompt, config.max_tokens.mean)
-        if config.rates:
+        if config.rates:  # a search's truth at each rate it probed
+            probed = sorted({p["load"] for p in run.search["probes"]}) if run.search else config.rates
             meta["simulator"]["open_loop"] = [
                 run.sim.truth(run.model, prompt, config.max_tokens.mean, rate=rate,
                               arrivals=config.arrivals.describe(), seed=str(config.seed or 0))
-                for rate in config.rates
+                for rate in probed
             ]  # fmt: skip
     return meta
 

@@ -29,6 +29,8 @@ __all__ = [
     "parse_optional_number",
     "parse_percent",
     "parse_positive_int",
+    "parse_positive_number",
+    "parse_share",
     "parse_shell_args",
     "parse_statuses",
     "parse_steps",
@@ -145,6 +147,26 @@ def parse_percent(text: str, flag: str) -> float:
         value = -1.0
     if not 0 < value <= 10_000:
         raise ConfigError(f"{flag} must be a percentage > 0 (100 = one core), got {text!r}")
+    return value
+
+
+def parse_share(text: str, flag: str) -> float:
+    """A share strictly between 0 and 1: ``10%`` or ``0.1``."""
+    raw = str(text).strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise ConfigError(f"{flag} must be a share above 0 and below 100%, like 10% or 0.1, got {text!r}")
+    return value
+
+
+def parse_positive_number(text: str, flag: str) -> float:
+    """A number > 0."""
+    value = parse_optional_number(text, flag)
+    if value is None or value <= 0:
+        raise ConfigError(f"{flag} must be a number > 0, got {text!r}")
     return value
 
 

@@ -60,6 +60,7 @@ class LLMRun:
         self.recording = False  # between the first step of a run and its stop
         self.finished = False  # its outputs are written (see locust_llm.outputs.finish)
         self.summary: dict[str, Any] | None = None  # the capacity summary of the last finished run
+        self.search: dict[str, Any] | None = None  # --search: its record so far (see locust_llm.shapes.search_driver)
         options = environment.parsed_options
         self._own_key = getattr(options, "api_key", None)
         self._own_headers = list(getattr(options, "header", None) or [])
@@ -114,7 +115,8 @@ class LLMRun:
         duration = config.step_duration_s if step_duration_s is None else step_duration_s
         auto_s = warmup_s = config.warmup_s(duration)
         note, carryover = "", None
-        if step > 1:
+        previous = self.collector.timeline.current
+        if step > 1 and not (previous is not None and previous.rest):  # after a rest, nothing carries over
             e2e, requests, req_s = self.collector.step_e2e(step - 1)
             p90_s = e2e.quantile(0.9) / 1e9 if e2e.count else None
             if config.warmup.is_auto:
@@ -131,6 +133,12 @@ class LLMRun:
         self.collector.health[step].carryover = carryover
         load = f"{users} users" if rate is None else f"{rate:g} requests/s from {users} generator process(es)"
         logger.info("locust-llm step %d: %s (warm-up %.1f s%s)", step, load, warmup_s, note)
+
+    def rest(self, step: int, processes: int, reason: str) -> None:
+        """Stamp step number ``step`` as a rest: open-loop arrivals pause (rate 0) and its samples are all warm-up
+        (no row), so the next step starts from a drained endpoint (see :mod:`locust_llm.shapes.search_driver`)."""
+        self.collector.begin_step(step, processes, 2**62, 0.0, processes)
+        logger.info("locust-llm step %d: rest, no arrivals (%s)", step, reason)
 
     def _advise_step_length(self, duration_s: float, e2e: Any, requests: int, req_s: float) -> None:
         config = self.require_config()

@@ -53,13 +53,13 @@ class Sla:
 
     def describe(self) -> str:
         """The limits in words, e.g. ``TTFT p99 <= 500 ms, error rate <= 1% (default)``."""
-        parts = [f"{label} <= {limit:g} ms" for label, _, limit in self._latency_limits()]
+        parts = [f"{label} <= {limit:g} ms" for label, _, limit in self.latency_limits()]
         limit = self.error_limit
         if limit is not None:
             parts.append(f"error rate <= {100 * limit:g}%" + (" (default)" if self.max_error_rate is None else ""))
         return ", ".join(parts)
 
-    def _latency_limits(self) -> list[tuple[str, str, float]]:
+    def latency_limits(self) -> list[tuple[str, str, float]]:
         limits = (("TTFT p99", "ttft_p99_ms", self.ttft_p99_ms), ("ITL p99", "itl_p99_ms", self.itl_p99_ms),
                   ("E2E p99", "e2e_p99_ms", self.e2e_p99_ms))  # fmt: skip
         return [(label, column, limit) for label, column, limit in limits if limit is not None]
@@ -84,7 +84,7 @@ class Sla:
     def failures(self, step: Mapping[str, Any]) -> list[str]:
         """The limits a per-step row breaks (module docstring), as readable text."""
         out = []
-        for label, column, limit in self._latency_limits():
+        for label, column, limit in self.latency_limits():
             value = step.get(judged(step, column))
             if value is None:
                 out.append(f"{label} unknown (no successful request)")

@@ -143,7 +143,8 @@ def _routes(blueprint: Blueprint, auth: Any, run: LLMRun) -> None:
     @auth
     def llm_steps() -> Response:
         rows = outputs.rows(run) if run.number else []
-        return jsonify({"run": run.number, "state": run_state(run), "rows": rows, **live_view(rows, run.summary)})
+        view = live_view(rows, run.summary)
+        return jsonify({"run": run.number, "state": run_state(run), "rows": rows, **view, "search": run.search})
 
     @blueprint.route("/llm/steps.csv")
     @auth

@@ -20,6 +20,7 @@ counts workers and notices one that goes missing. The rules that make a step inv
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 from collections import defaultdict
@@ -29,8 +30,8 @@ import gevent
 import psutil
 
 from locust_llm.collect.health import StepHealth, Validity, invalid_reasons
-from locust_llm.collect.rows import StepRow, StepWindow, WorkerRow, step_rows
-from locust_llm.collect.stats import STEADY, WARMUP, StatsTable
+from locust_llm.collect.rows import StepRow, StepWindow, WorkerRow, step_row, step_rows
+from locust_llm.collect.stats import STEADY, WARMUP, StatsTable, StepStats
 from locust_llm.collect.timeline import Timeline
 from locust_llm.histogram import Histogram
 from locust_llm.metrics import RequestResult
@@ -268,7 +269,9 @@ class Collector:
         """Everything recorded: this process's samples plus, on the master, the workers'."""
         return StatsTable().merge(self.table).merge(self.merged)
 
-    def windows(self, validity: Validity) -> list[StepWindow]:
+    def windows(self, validity: Validity, judge_open: bool = False) -> list[StepWindow]:
+        """The steps' steady windows with their validity; the step in progress is judged by its length too only
+        with ``judge_open`` (a search deciding on it now)."""
         marks = self.timeline.marks
         if not marks or self.began_ns is None:
             return []
@@ -276,11 +279,15 @@ class Collector:
         table = self.results()
         out = []
         for i, mark in enumerate(marks):
+            if mark.rest:
+                continue
             until = marks[i + 1].began_ns if i + 1 < len(marks) else end_ns
             start = mark.began_ns + mark.warmup_ns
             health = self.health.get(mark.step, StepHealth())
             window_s = max(0.0, (until - start) / 1e9)
-            done = i + 1 < len(marks) or self.ended_ns is not None  # a step in progress is not judged by its length
+            done = (
+                judge_open or i + 1 < len(marks) or self.ended_ns is not None
+            )  # a step in progress is not judged by its length
             reasons = invalid_reasons(mark.step, health, table, validity.max_cpu_pct, validity.max_lag_ms,
                                       window_s if done else None, validity.min_requests,
                                       validity.max_e2e_share)  # fmt: skip
@@ -299,8 +306,37 @@ class Collector:
             )
         return out
 
-    def rows(self, validity: Validity, prices: Prices | None = None) -> list[StepRow]:
-        return step_rows(self.results(), self.windows(validity), prices)
+    def rows(self, validity: Validity, prices: Prices | None = None, judge_open: bool = False) -> list[StepRow]:
+        return step_rows(self.results(), self.windows(validity, judge_open), prices)
+
+    def merged_row(
+        self, steps: tuple[int, ...], model: str, validity: Validity, prices: Prices | None = None
+    ) -> StepRow | None:
+        """One row of several steps' steady samples together (a search's repeated probe), exact: their histograms
+        and counters merged, the window their total length, the reasons theirs."""
+        windows = [w for w in self.windows(validity, judge_open=True) if w.step in steps]
+        if not windows:
+            return None
+        stats = StepStats()
+        for key, part in self.results():
+            if key.step in steps and key.phase == STEADY and key.model == model:
+                stats.merge(part)
+        cpu = [w.cpu_max_pct for w in windows if w.cpu_max_pct is not None]
+        window = dataclasses.replace(
+            windows[-1],
+            duration_s=sum(w.duration_s for w in windows),
+            cpu_max_pct=max(cpu) if cpu else None,
+            invalid_reasons=tuple(r for w in windows for r in w.invalid_reasons),
+        )
+        return step_row(window, model, stats, prices)
+
+    def open_requests(self) -> int:
+        """Open loop: the arrivals sent and not yet ended, as far as the samples received so far tell."""
+        total = 0
+        for _, stats in self.results():
+            c = stats.counts
+            total += c["arrivals"] - c["dropped"] - c["client_requests"]
+        return total
 
     def step_e2e(self, step: int) -> tuple[Histogram, int, float]:
         """Step ``step`` so far, all models, warm-up and steady: its successful requests' E2E histogram, its

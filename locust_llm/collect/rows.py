@@ -24,7 +24,7 @@ from locust_llm.collect.stats import STEADY, StatsTable, StepStats
 from locust_llm.sla import Prices
 
 __all__ = ["COLUMNS", "WORKER_COLUMNS", "StepRow", "StepWindow", "WorkerRow", "column_types", "format_table",
-           "step_rows", "value"]  # fmt: skip
+           "step_row", "step_rows", "value"]  # fmt: skip
 
 
 class StepRow(TypedDict):

@@ -29,6 +29,11 @@ class StepMark:
     rate: float | None = None  # open loop: the step's arrival rate, all generators together (requests/s)
     processes: int = 1  # open loop: the generator processes sharing the rate
 
+    @property
+    def rest(self) -> bool:
+        """A rest between a search's open-loop probes: no arrivals, no row (its samples are all warm-up)."""
+        return self.rate == 0.0
+
 
 class Timeline:
     def __init__(self) -> None:

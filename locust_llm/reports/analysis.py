@@ -32,6 +32,12 @@ Every method works on the per-step rows (dicts with the ``_llm_steps.csv`` colum
   rise of the in-flight count over the window), so a backlog growing without bound is caught by the same rule;
   an overload of less than about 10 % within one step is below what one window can tell from noise, and is not
   called (a longer ``--step-duration`` resolves it).
+- **Search runs** (``--search``, given the search's record): the probes, one per load (the last run at it), take
+  the place of the steps. The search's answer replaces the curve method it searched for: ``--search sla`` gives
+  the SLA capacity (the highest passing load; none when even the lowest failed; "every probe met the SLA" when
+  the highest allowed load passed), and then no latency knee is reported (the probes crowd around the SLA
+  crossing, so Kneedle would be confidently wrong; run ``--search knee``); ``--search knee`` gives the latency
+  knee and its bracket.
 - **Cost** per step: ``prompt_tokens * price_in / 1e6 + completion_tokens * price_out / 1e6``; output tokens per
   dollar ``= completion_tokens / cost``; dollars per 1,000 successful responses ``= 1000 * cost / ok``.
 """
@@ -189,6 +195,20 @@ def _share_below(step: StepRow, prefix: str, limit: float) -> float:
     return 1.0
 
 
+def searched(
+    search: Mapping[str, Any], knee: Knee, sla_result: tuple[Any, Any, str]
+) -> tuple[Knee, tuple[Any, Any, str]]:
+    """The search's answer in place of the curve method it searched for (module docstring)."""
+    low, high = search["bracket"]
+    note = f"search: {search['reason']}"
+    if search["criterion"] == "knee":
+        return Knee(low, (low, high) if low is not None and high is not None else None, note), sla_result
+    unknown = Knee(None, None, "not measured: an SLA search does not sample the curve evenly (use --search knee)")
+    if low is not None and high is None:
+        return unknown, (low, None, f"every probe met the SLA ({note})")
+    return unknown, (low, None, note)
+
+
 def goodput(steps: Sequence[StepRow], sla: Sla, exact: bool) -> list[dict[str, Any]]:
     out = []
     for step in steps:
@@ -241,6 +261,7 @@ def analyze(
     *,
     goodput_exact: bool = False,
     cap_share: float = CAP_SHARE,
+    search: Mapping[str, Any] | None = None,
 ) -> Analysis:
     """Everything in the module docstring, for one model's steps (steps with no completed request are left out)."""
     sla = sla or Sla()
@@ -250,12 +271,17 @@ def analyze(
     if mode == "rate":  # the offered rate is the load every method below works on
         steps = [cast(StepRow, {**s, "users": s.get("offered_req_s") or 0.0}) for s in steps]
     steps = sorted((s for s in steps if s.get("requests") != 0), key=lambda s: s["users"])
+    if search is not None:  # one probe per load: the last run at it
+        steps = list({s["users"]: s for s in steps}.values())
     users = [s["users"] for s in steps]
     knees = {
         metric: latency_knee(users, [value(s, f"{metric}_p99_ms") for s in steps]) for metric in ("ttft", "itl", "e2e")
     }
     sat_users, sat_note = rate_saturation(steps) if mode == "rate" else throughput_saturation(steps, load=load)
     sla_users, sla_interp, sla_note = sla_capacity(steps, sla, load)
+    if search is not None:
+        knees["ttft"], (sla_users, sla_interp, sla_note) = searched(search, knees["ttft"], (sla_users, sla_interp,
+                                                                                           sla_note))  # fmt: skip
     cap_users, cap_share_seen = provider_cap(steps, cap_share)
     below_cap = None
     if cap_users is not None:
@@ -275,6 +301,8 @@ def analyze(
         recommended, reason = min(applicable, key=lambda x: x[0])
     if sla.given and sla_users is None:
         recommended, reason = 0, f"no tested {noun} meets the SLA"
+    if search is not None and list(search["bracket"]) == [None, None]:
+        recommended, reason = None, f"the search decided nothing ({search['reason']})"
     return Analysis(
         model=model,
         users=users,

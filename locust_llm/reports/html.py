@@ -71,7 +71,11 @@ def _users_axis(fig: go.Figure, users: list[int], title: str = "concurrent users
 
 
 def _series(steps: list[dict[str, Any]], model: str, key: str) -> tuple[list[float], list[Any]]:
-    rows = sorted((s for s in steps if s["model"] == model and s["users"] > 0), key=lambda s: s["users"])
+    """``key`` against log2(load), one point per load (a search's repeated probe: the last run at it)."""
+    ordered = sorted(
+        (s for s in steps if s["model"] == model and s["users"] > 0), key=lambda s: (s["users"], s["step"])
+    )
+    rows = list({s["users"]: s for s in ordered}.values())
     return [_x(s["users"]) for s in rows], [s.get(key) for s in rows]
 
 
@@ -157,8 +161,37 @@ def _cost_chart(summary: dict[str, Any]) -> go.Figure:
     return fig
 
 
+_VERDICT_COLORS = {"pass": "#2ca02c", "fail": "#d62728", "invalid": "#7f7f7f"}
+
+
+def _search_chart(search: dict[str, Any], axis_title: str) -> go.Figure:
+    """The search path: each probe's load in the order run, coloured by its verdict; the final bracket shaded."""
+    probes = search["probes"]
+    fig = go.Figure()
+    fig.add_trace(go.Scatter(x=[p["order"] for p in probes], y=[p["load"] for p in probes], mode="lines",
+                             line_color="#bbbbbb", showlegend=False, hoverinfo="skip"))  # fmt: skip
+    for verdict, color in _VERDICT_COLORS.items():
+        chosen = [p for p in probes if p["verdict"] == verdict]
+        if chosen:
+            fig.add_trace(go.Scatter(
+                x=[p["order"] for p in chosen], y=[p["load"] for p in chosen], mode="markers", name=verdict,
+                marker={"color": color, "size": 11, "symbol": ["diamond" if p["kind"] != "probe" else "circle"
+                                                               for p in chosen]},
+                text=[f"step {'+'.join(map(str, p['steps']))} ({p['kind']}): {p['detail']}" for p in chosen],
+                hovertemplate="%{text}<extra></extra>"))  # fmt: skip
+    low, high = search["bracket"]
+    if low is not None and high is not None:
+        fig.add_hrect(y0=low, y1=high, fillcolor="#2ca02c", opacity=0.12, line_width=0,
+                      annotation_text="answer bracket", annotation_position="top left")  # fmt: skip
+    fig.update_layout(title=f"Search path [{search['described']}]: {search['reason']}", xaxis_title="probe (order run)",
+                      yaxis_title=axis_title, yaxis_type="log", legend_orientation="h")  # fmt: skip
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
 def _figures(summary: dict[str, Any], timeline: list[dict[str, Any]]) -> list[go.Figure]:
-    figures = [
+    figures = [_search_chart(summary["search"], summary["axis_title"])] if summary.get("search") else []
+    figures += [
         _latency_chart(summary, "ttft", "Time to first token vs concurrency"),
         _latency_chart(summary, "itl", "Inter-token latency vs concurrency"),
         _throughput_chart(summary),

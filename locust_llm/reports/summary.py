@@ -12,8 +12,15 @@ Schema, version 1::
       "knee": {"latency_knee_users", "throughput_saturation_users", "sla_max_users", "provider_cap_users",
                "recommended_users", "recommended_reason", ...},          # of the primary model
       "analyses": {model: the same fields and more (latency knees of TTFT/ITL/E2E, goodput, cost)},
-      "steps": [one row per step and model, the _llm_steps.csv columns]
+      "steps": [one row per step and model, the _llm_steps.csv columns],
+      "search": (--search runs only) {"criterion", "described", "unit", "precision", "max_load", "probes": [{"order",
+                 "load", "kind", "steps", "verdict", "borderline", "repeated", "detail", the judged p99s}],
+                 "bracket": [low, high], "answer", "complete", "reason"}
     }
+
+In a search run ``knee.search`` is true, its answer is ``knee.sla_max_users`` (``--search sla``) or
+``knee.latency_knee_users`` (``--search knee``), and only the steps that decided a probe can make the run invalid
+(an invalid probe was run again); a search that stopped not sure makes it invalid.
 """
 
 from __future__ import annotations
@@ -80,6 +87,18 @@ def load_text(summary: dict[str, Any], value: float | None) -> str:
     return f"{value:g} {unit}" if value is not None else "none"
 
 
+def search_text(search: dict[str, Any]) -> str:
+    """One line: what the search looked for, its answer and why it ended."""
+    unit = search.get("unit", "users")
+    answer = "none" if search["answer"] is None else f"{search['answer']:g} {unit}"
+    probes = search["probes"]
+    again = sum(1 for p in probes if p["kind"] != "probe")
+    more = f", {again} run again" if again else ""
+    done = "" if search["complete"] else " (incomplete)"
+    return (f"search [{search['described']}]: {answer}{done} — {search['reason']} ({len(probes)} probes{more}, "
+            f"precision {100 * search['precision']:g}%)")  # fmt: skip
+
+
 def sim_kept_up(open_loop: list[dict[str, Any]]) -> float | None:
     """The highest offered rate the simulator's open-loop replay kept up with, before the first it did not."""
     kept = None
@@ -88,6 +107,11 @@ def sim_kept_up(open_loop: list[dict[str, Any]]) -> float | None:
             break
         kept = point["rate_req_s"]
     return kept
+
+
+def _decided_steps(search: dict[str, Any]) -> set[int]:
+    """The steps whose samples decided a search probe (an invalid probe decides nothing: it was run again)."""
+    return {step for probe in search["probes"] if probe["verdict"] != "invalid" for step in probe["steps"]}
 
 
 def _primary(run: LoadedRun) -> str:
@@ -100,13 +124,23 @@ def _primary(run: LoadedRun) -> str:
 def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
     run_sla = run.run_meta.get("settings", {}).get("sla")
     exact = bool(run_sla) and run_sla == sla.as_dict() and not run.approximate
-    analyses: dict[str, Analysis] = {
-        model: analyze(model, [s for s in run.steps if s["model"] == model], sla, prices, goodput_exact=exact)
-        for model in run.models
-    }
+    search = run.run_meta.get("search")
+    if search is not None and not search.get("reason"):
+        search = {**search, "reason": "the run stopped before the search ended", "complete": False}
     primary = _primary(run)
-    reasons = sorted({f"step {s['step']}: {s['invalid_reasons']}" for s in run.steps if s.get("valid") is False})
+    analyses: dict[str, Analysis] = {
+        model: analyze(model, [s for s in run.steps if s["model"] == model], sla, prices, goodput_exact=exact,
+                       search=search if model == primary else None)
+        for model in run.models
+    }  # fmt: skip
+    judged = _decided_steps(search) if search is not None else {s["step"] for s in run.steps}
+    reasons = sorted({f"step {s['step']}: {s['invalid_reasons']}" for s in run.steps
+                      if s.get("valid") is False and s["step"] in judged})  # fmt: skip
     reasons += run.run_meta.get("invalid_reasons", [])
+    if search is not None and str(search.get("reason", "")).startswith("not sure"):
+        reasons.append(f"the search could not decide: {search['reason']}")
+    elif search is not None and list(search["bracket"]) == [None, None]:
+        reasons.append(f"the search decided nothing: {search['reason'] or 'it did not end'}")
     if not any(s.get("ok") for s in run.steps) and not run.approximate:
         reasons.append("no successful request at any step")
     primary_analysis = analyses[primary].as_dict()
@@ -123,9 +157,10 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
         "sla": {**sla.as_dict(), "error_limit": sla.error_limit, "described": sla.describe()},
         "prices": {"input_usd_per_mtok": prices.input_usd_per_mtok, "output_usd_per_mtok": prices.output_usd_per_mtok},
         "model": primary,
-        "knee": {k: primary_analysis[k] for k in keys},
+        "knee": {**{k: primary_analysis[k] for k in keys}, "search": search is not None},
         "analyses": {m: a.as_dict() for m, a in analyses.items()},
         "steps": run.steps,
+        **({"search": search} if search is not None else {}),
     }
 
 
@@ -141,6 +176,9 @@ def console_summary(summary: dict[str, Any]) -> str:
         "approximate"] else "")]  # fmt: skip
     if not summary["valid"]:
         lines.append("  INVALID RUN: " + "; ".join(summary["invalid_reasons"]) + " — do not trust the figures below")
+    search = summary.get("search")
+    if search is not None:
+        lines.append("  " + search_text(search))
     bracket = knee["latency_knee_bracket"]
 
     def at(key: str) -> Any:

@@ -6,8 +6,9 @@ from __future__ import annotations
 from locust import LoadTestShape
 
 from locust_llm.lifecycle import begin_run
-from locust_llm.run import llm_run
-from locust_llm.shapes.plan import StepPlan
+from locust_llm.run import LLMRun, llm_run
+from locust_llm.shapes.plan import MAX_SPAWN_RATE, StepPlan
+from locust_llm.shapes.search_driver import SearchDriver
 
 __all__ = ["StepShape"]
 
@@ -27,18 +28,21 @@ class StepShape(LoadTestShape):
         super().__init__()
         self._index: int | None = None
         self._drained = False
+        self._search: SearchDriver | None = None
 
     def tick(self) -> tuple[int, float] | None:
         assert self.runner is not None
         run = llm_run(self.runner.environment)
         if not run.recording:  # a new run (Locust's master resets the shape's time twice per start: not a cue)
-            self._index, self._drained = None, False
+            self._index, self._drained, self._search = None, False, None
             message = begin_run(run)  # ... and its preflight request, before any load
             if message is not None:
                 run.fatal(message, stop=False)
                 return None
             LoadTestShape.reset_time(self)  # the preflight's time is not step 1's
         config = run.require_config()
+        if config.search is not None:
+            return self._tick_search(run)
         rates = config.rates
         plan = StepPlan(tuple(range(1, len(rates) + 1)) if rates else config.steps, config.step_duration_s)
         step = plan.step_at(self.get_run_time())
@@ -58,3 +62,18 @@ class StepShape(LoadTestShape):
             self._index = step.index
             run.begin_step(step.index + 1, step.users, plan.step_duration_s)
         return step.users, plan.spawn_rate(step.index)
+
+    def _tick_search(self, run: LLMRun) -> tuple[int, float] | None:
+        """``--search``: the probes' loads (:mod:`locust_llm.shapes.search_driver`), then the same drain."""
+        assert self.runner is not None
+        processes = getattr(self.runner, "worker_count", 0) or 1
+        if self._search is None:
+            self._search = SearchDriver(run, processes)
+        target = self._search.tick(self.get_run_time())
+        if target is not None:
+            return target
+        run.end()
+        if self._drained:
+            return None
+        self._drained = True
+        return 0, MAX_SPAWN_RATE

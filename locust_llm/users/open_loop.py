@@ -48,7 +48,7 @@ class OpenLoop:
                 gevent.sleep(1.0)
                 return
             mark = collector.timeline.current
-            if mark is None or mark.rate is None or self.index >= mark.processes:
+            if mark is None or mark.rate is None or mark.rest or self.index >= mark.processes:
                 gevent.sleep(0.05)
                 continue
             self._run_step(mark)

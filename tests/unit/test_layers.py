@@ -21,6 +21,7 @@ ADAPTERS = {
     "locust_llm.users.flow",
     "locust_llm.users.open_loop",
     "locust_llm.shapes.step_shape",
+    "locust_llm.shapes.search_driver",
     "locust_llm.collect.collector",
     "locust_llm.sim.runtime",
     "locust_llm.sim.server",

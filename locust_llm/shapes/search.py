@@ -1,0 +1,211 @@
+"""Adaptive capacity search: the highest load that meets a criterion, in few probes. Pure: no Locust, no clock.
+
+A *load* is a number of users (integers) or, in open loop, a request rate (requests/s). A *probe* runs one load
+and is judged by the caller (:mod:`locust_llm.shapes.criteria`) as passing, failing or invalid. The rules:
+
+1. **Grow.** The first probe is ``start``. While probes pass, the next load doubles, capped at ``max_load``; a pass
+   at ``max_load`` ends the search: the answer is at least ``max_load`` (the bracket has no upper end).
+2. **Shrink.** When the start fails, the load halves until a probe passes, down to ``min_load`` (1 user; for
+   rates ``start / 64``); a failure there ends the search with no answer.
+3. **Bisect.** With ``low`` the highest passing load and ``high`` the lowest failing one, the next probe is their
+   midpoint (users: rounded down, strictly inside), until ``high - low <= max(precision * low, resolution)``
+   (resolution: 1 user, or 0 for rates). The answer is ``low``; ``[low, high]`` is where the crossing lies.
+4. **Borderline.** An outcome flagged *borderline* (its judged value within a margin of its limit: a p99 from a few
+   hundred samples is that noisy) is not trusted: the load is run again once, and the decision is made on both
+   probes' samples together (the caller judges the merged statistics and records one outcome for them).
+5. **Invalid.** An invalid probe (generator saturated, worker lost, too few requests) never decides. The load is
+   run again once; invalid again, the search stops there, *not sure*, with the bracket found so far.
+6. **Noise.** The curve is assumed to rise with the load; each decision only narrows the bracket it was probed in,
+   so a noisy verdict can move the answer within that bracket and never outside it.
+7. **Budget.** :meth:`Search.stop` ends the search early (the caller's time budget), with the bracket so far.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+__all__ = ["Next", "Outcome", "Probe", "Search", "SearchSettings"]
+
+Kind = Literal["probe", "repeat", "retry"]
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    """``--search`` and its flags: the criterion (``sla`` or ``knee``), the precision (a share, 0.1 = 10 %), the
+    highest load to try, the wall-time budget, and the steady requests a probe needs before it is judged."""
+
+    criterion: Literal["sla", "knee"]
+    precision: float
+    max_load: float
+    max_duration_s: float
+    min_requests: int
+
+    def describe(self) -> dict[str, Any]:
+        return {"criterion": self.criterion, "precision": self.precision, "max_load": self.max_load,
+                "max_duration_s": self.max_duration_s, "min_requests": self.min_requests}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How a probe did: ``passed`` (None: invalid, not judged), whether that is too close to call alone, in words,
+    and the values judged (for the record)."""
+
+    passed: bool | None
+    borderline: bool = False
+    detail: str = ""
+    values: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Next:
+    """The probe to run next: its load, and ``kind``: a new ``probe``, the ``repeat`` of a borderline one (to be
+    judged together with it) or the ``retry`` of an invalid one (judged alone)."""
+
+    load: float
+    kind: Kind = "probe"
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One decided (or invalid) probe, in the order run; ``steps`` are the step numbers its samples came from."""
+
+    order: int
+    load: float
+    kind: Kind
+    steps: tuple[int, ...]
+    outcome: Outcome
+
+    def as_dict(self) -> dict[str, Any]:
+        verdict = "invalid" if self.outcome.passed is None else ("pass" if self.outcome.passed else "fail")
+        return {"order": self.order, "load": self.load, "kind": self.kind, "steps": list(self.steps),
+                "verdict": verdict, "borderline": self.outcome.borderline, "detail": self.outcome.detail,
+                "repeated": self.kind == "repeat", **dict(self.outcome.values)}  # fmt: skip
+
+
+class Search:
+    """The rules of the module docstring. Call :meth:`next` for the load to run, :meth:`record` with its outcome."""
+
+    def __init__(
+        self,
+        start: float,
+        precision: float,
+        max_load: float,
+        *,
+        integer: bool = True,
+        min_load: float | None = None,
+    ) -> None:
+        if start <= 0 or max_load <= 0:
+            raise ValueError(f"start and max load must be > 0, got {start} and {max_load}")
+        if not 0 < precision < 1:
+            raise ValueError(f"precision must be within (0, 1), got {precision}")
+        self.integer = integer
+        self.precision = precision
+        self.max_load = self._round(max_load)
+        self.min_load = min_load if min_load is not None else (1.0 if integer else start / 64)
+        self.low: float | None = None
+        self.high: float | None = None
+        self.probes: list[Probe] = []
+        self.reason = ""  # why the search ended ("" while it runs)
+        self.complete = False  # it ended by its rules (not by the budget or an invalid load)
+        self._next: Next | None = Next(self._round(min(start, self.max_load)))
+
+    # -- driving ----------------------------------------------------------------------------------------------
+
+    def next(self) -> Next | None:
+        """The probe to run next; ``None`` once the search has ended."""
+        return None if self.reason else self._next
+
+    def record(self, outcome: Outcome, steps: tuple[int, ...] = ()) -> Probe:
+        """The outcome of the probe :meth:`next` asked for (for a ``repeat``: of both probes' samples together)."""
+        planned = self._next
+        if planned is None or self.reason:
+            raise RuntimeError("the search has ended: nothing to record")
+        probe = Probe(len(self.probes) + 1, planned.load, planned.kind, steps, outcome)
+        self.probes.append(probe)
+        load = planned.load
+        if outcome.passed is None:
+            if planned.kind == "retry":
+                self._end(f"not sure: the probe at {self.text(load)} was invalid twice ({outcome.detail})", False)
+            else:
+                self._next = Next(load, "retry")
+            return probe
+        if outcome.borderline and planned.kind != "repeat":
+            self._next = Next(load, "repeat")
+            return probe
+        if outcome.passed:
+            self.low = load if self.low is None else max(self.low, load)
+        else:
+            self.high = load if self.high is None else min(self.high, load)
+        self._plan()
+        return probe
+
+    def stop(self, reason: str) -> None:
+        """End the search now (e.g. its time budget is spent), keeping the bracket found so far."""
+        if not self.reason:
+            self._end(reason, False)
+
+    # -- results ----------------------------------------------------------------------------------------------
+
+    @property
+    def answer(self) -> float | None:
+        """The highest load that passed: the answer, or a lower bound when the search did not complete."""
+        return self.low
+
+    @property
+    def bracket(self) -> tuple[float | None, float | None]:
+        return self.low, self.high
+
+    def text(self, load: float | None) -> str:
+        if load is None:
+            return "none"
+        return f"{load:g} users" if self.integer else f"{load:g} req/s"
+
+    def where(self) -> str:
+        """Where the crossing lies, as far as the bracket tells ("" when nothing was decided)."""
+        low, high = self.low, self.high
+        if low is not None and high is not None:
+            return f"the crossing lies between {self.text(low)} and {self.text(high)}"
+        if low is not None:
+            return f"the crossing lies above {self.text(low)}"
+        return f"the crossing lies below {self.text(high)}" if high is not None else ""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"precision": self.precision, "max_load": self.max_load, "probes": [p.as_dict() for p in self.probes],
+                "bracket": [self.low, self.high], "answer": self.low, "complete": self.complete,
+                "reason": self.reason}  # fmt: skip
+
+    # -- rules ------------------------------------------------------------------------------------------------
+
+    def _plan(self) -> None:
+        low, high = self.low, self.high
+        if high is None:
+            assert low is not None
+            if low >= self.max_load:
+                self._end(f"meets the criterion at the search's maximum, {self.text(low)}: the capacity is at "
+                          "least that", True)  # fmt: skip
+                return
+            self._next = Next(self._round(min(2 * low, self.max_load)))
+            return
+        if low is None:
+            if high <= self.min_load:
+                self._end(f"fails even at {self.text(high)}, the lowest load the search tries", True)
+                return
+            self._next = Next(self._round(max(high / 2, self.min_load)))
+            return
+        resolution = 1.0 if self.integer else 0.0
+        mid = self._round((low + high) / 2)
+        if high - low <= max(self.precision * low, resolution) or not low < mid < high:
+            self._end(self.where(), True)
+            return
+        self._next = Next(mid)
+
+    def _round(self, load: float) -> float:
+        if self.integer:
+            return float(max(1, math.floor(load)))
+        return float(f"{load:.3g}")
+
+    def _end(self, reason: str, complete: bool) -> None:
+        self.reason, self.complete, self._next = reason, complete, None

@@ -1,0 +1,125 @@
+"""--search against the simulator, whose answer is known from its rules.
+
+The pacing simulator admits C requests at once (FIFO beyond): a request holds a slot for S = TTFT + (n - 1) ITL.
+With u > C closed-loop users, a request waits at most ceil((u - C) / C) whole services, and on average (Little's
+law) TTFT = u S / C - (n - 1) ITL (:meth:`PacingParams.steady_ttft_s`). So the p99 lies between that mean and
+TTFT + ceil((u - C) / C) S, and for a TTFT limit L = TTFT + k S + S / 5 the SLA capacity u* is bracketed by
+C (k + 1) <= u* <= C (k + 1.2).
+"""
+
+import json
+import math
+
+import pytest
+
+from tests.integration.test_web_ui import fetch, wait_for, web_ui
+from tests.support.procs import distributed_run, read_csv, run_locust, sim
+
+TTFT_MS, ITL_MS, TOKENS = 100.0, 10.0, 16
+SERVICE_MS = TTFT_MS + (TOKENS - 1) * ITL_MS  # 250 ms
+FAST = ("--search-min-requests", "60", "--warmup", "2s", "--max-tokens", str(TOKENS), "--step-duration", "20s")
+
+
+def sim_args(capacity: int) -> str:
+    return f"--ttft-ms {TTFT_MS:g} --itl-ms {ITL_MS:g} --capacity {capacity}"
+
+
+@pytest.fixture(scope="module")
+def sla_search(tmp_path_factory):
+    out = tmp_path_factory.mktemp("search")
+    capacity, k = 4, 1
+    limit = TTFT_MS + k * SERVICE_MS + SERVICE_MS / 5  # 400 ms
+    proc = run_locust("--headless", "--search", "sla", "--sla-ttft-p99-ms", f"{limit:g}", "--steps", "4", *FAST,
+                      "--sim-args", sim_args(capacity), "--csv", str(out / "run"), cwd=out)  # fmt: skip
+    bounds = (capacity * (k + 1), capacity * (k + 1.2))
+    return proc, out, bounds
+
+
+def test_the_sla_search_finds_the_simulators_sla_capacity(sla_search):
+    proc, out, (lowest, highest) = sla_search
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    summary = json.loads((out / "run_llm_summary.json").read_text())
+    search = summary["search"]
+    assert search["complete"] and lowest <= search["answer"] <= math.floor(highest)
+    low, high = search["bracket"]
+    assert high - low <= max(1, 0.1 * low)
+    assert summary["knee"]["sla_max_users"] == search["answer"] and summary["knee"]["search"] is True
+    assert summary["knee"]["latency_knee_users"] is None  # an SLA search does not claim a knee
+    assert summary["valid"]
+
+
+def test_every_probe_is_a_step_row_in_the_order_run_and_logged_as_it_happens(sla_search):
+    proc, out, _ = sla_search
+    summary = json.loads((out / "run_llm_summary.json").read_text())
+    probes = summary["search"]["probes"]
+    rows = read_csv(out / "run_llm_steps.csv")
+    assert [int(r["step"]) for r in rows] == list(range(1, len(rows) + 1))
+    assert [p["steps"][-1] for p in probes] == [int(r["step"]) for r in rows]  # one row per probe, in order
+    assert [float(r["users"]) for r in rows] == [p["load"] for p in probes]
+    assert probes[0]["load"] == 4 and probes[1]["load"] == 8  # the start, then doubling
+    for probe in probes:
+        assert f"search probe {probe['order']} " in proc.stderr
+        p99 = probe["client_ttft_p99_ms"]
+        assert probe["verdict"] == ("pass" if p99 <= 400 else "fail")
+    assert "locust-llm search: the crossing lies between" in proc.stderr
+    assert "search [SLA: TTFT p99 <= 400 ms" in proc.stdout
+    html = (out / "run_llm_report.html").read_text()
+    assert "Search path [SLA: TTFT p99 &lt;= 400 ms" in html or "Search path [SLA: TTFT p99 <= 400 ms" in html
+
+
+def test_a_master_with_two_workers_finds_the_knee(tmp_path):
+    # C = 3: S / C = 83 ms, so one user over capacity lifts the mean TTFT to 183 ms, past 1.5 x 100 ms (+10 %)
+    capacity = 3
+    with sim(*sim_args(capacity).split()) as base:
+        sweep = ("--model", "sim-llm", "--search", "knee", "--steps", "2", *FAST)
+        code, _, err = distributed_run(tmp_path, base, 2, sweep)
+    assert code == 0, err[-3000:]
+    summary = json.loads((tmp_path / "run_llm_summary.json").read_text())
+    assert summary["search"]["answer"] == capacity and summary["knee"]["latency_knee_users"] == capacity
+    assert summary["knee"]["latency_knee_bracket"] == [capacity, capacity + 1]
+    rows = read_csv(tmp_path / "run_llm_steps.csv")
+    assert all(r["workers"] == "2" for r in rows)
+    assert "search probe 1 " in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--search", "sla"), "--search sla needs an SLA"),
+        (("--search", "knee", "--steps", "8,16"), "--search starts from one load: give --steps a single value"),
+        (("--search", "knee", "--search-precision", "0"), "--search-precision must be a share above 0"),
+        (("--search", "knee", "--search-precision=-5%"), "--search-precision must be a share above 0"),
+    ],
+)
+def test_bad_search_input_is_one_line_and_exit_2(tmp_path, args, message):
+    proc = run_locust("--headless", *args, cwd=tmp_path, timeout_s=60)
+    assert proc.returncode == 2
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("locust-llm: error:")]
+    assert len(errors) == 1 and message in errors[0]
+
+
+def test_the_time_budget_ends_the_search_and_says_so(tmp_path):
+    proc = run_locust("--headless", "--search", "knee", "--steps", "2", "--search-max-duration", "16s", *FAST,
+                      "--sim-args", sim_args(2), "--csv", str(tmp_path / "run"), cwd=tmp_path)  # fmt: skip
+    summary = json.loads((tmp_path / "run_llm_summary.json").read_text())
+    search = summary["search"]
+    assert not search["complete"] and "--search-max-duration" in search["reason"]
+    assert search["probes"] and search["probes"][0]["verdict"] == "pass"  # decided before the budget ran out
+    assert proc.returncode == 0 and "(incomplete)" in proc.stdout
+
+
+def test_the_web_ui_can_start_a_rate_search_and_shows_its_probes(tmp_path):
+    # constant arrivals at C = 4 slots of 250 ms: no wait below 16 req/s; above it the queue grows without bound
+    capacity_req_s = 4 / (SERVICE_MS / 1000)
+    with web_ui(tmp_path, *FAST, "--sim-args", sim_args(4)) as base:
+        form = {"search": "sla", "rates": "12", "arrivals": "constant", "sla_ttft_p99_ms": "400",
+                "search_precision": "25%"}  # 12, 24, 18, 15: four probes
+        assert json.loads(fetch(base + "/swarm", form))["success"]
+        data = wait_for(base, "finished", timeout_s=150)
+    search = data["search"]
+    assert search["unit"] == "req/s" and not search["running"] and search["complete"]
+    assert [p["load"] for p in search["probes"]][:2] == [12, 24]
+    low, high = search["bracket"]
+    assert capacity_req_s * 0.75 <= low <= capacity_req_s < high <= capacity_req_s * 1.25
+    assert data["summary"]["knee"]["sla_max_rate_req_s"] == low and data["summary"]["knee"]["search"] is True
+    assert "search [SLA: TTFT p99 <= 400 ms" in data["text"] and "req/s" in data["text"]
