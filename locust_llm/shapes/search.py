@@ -204,7 +204,7 @@ class Search:
 
     def _round(self, load: float) -> float:
         if self.integer:
-            return float(max(1, math.floor(load)))
+            return max(1, math.floor(load))  # users stay integers in every output
         return float(f"{load:.3g}")
 
     def _end(self, reason: str, complete: bool) -> None:

@@ -31,7 +31,7 @@ from locust_llm.sim.batching import BatchingEngine, BatchParams
 from locust_llm.sim.engine import Engine, SeqRequest
 
 __all__ = ["OpenLoopReplay", "SteadyState", "open_loop_truth", "replay_closed_loop", "replay_open_loop",
-           "saturation_users", "steady_state"]  # fmt: skip
+           "saturation_users", "sla_capacity", "steady_state"]  # fmt: skip
 
 
 def _avg_blocks(p: BatchParams, prompt: int, output: int) -> float:
@@ -87,10 +87,14 @@ def replay_closed_loop(
     output_tokens: int,
     requests_per_user: int = 20,
     rtt_ms: float = 1.0,
+    output_fraction: float = 1.0,
+    seed: int = 0,
 ) -> Replay:
     """Run the engine against ``users`` simulated clients that resubmit ``rtt_ms`` after each answer ends.
 
-    Users start ``rtt_ms / users`` apart. Returns every TTFT and ITL gap (seconds) and the engine afterwards.
+    Users start ``rtt_ms / users`` apart. Output lengths are drawn as the simulator draws them (uniformly in
+    ``[output_fraction * output_tokens, output_tokens]``, seeded per request). Returns every TTFT (in submission
+    order) and ITL gap (seconds), the tokens generated and the engine afterwards.
     """
     engine = BatchingEngine(p)
     rtt = int(rtt_ms * 1_000_000)
@@ -102,13 +106,21 @@ def replay_closed_loop(
     next_id = 1
     done = 0
     total = users * requests_per_user
+    tokens = 0
+    low = max(1, round(output_fraction * output_tokens))
     now = 0
     while done < total:
         due = engine.next_event_ns()
         pending.sort()
         if pending and (due is None or pending[0][0] <= due):
             now, _user = pending.pop(0)
-            engine.submit(SeqRequest(next_id, prompt_tokens, output_tokens), now)
+            n = (
+                output_tokens
+                if low >= output_tokens
+                else random.Random(seed * 7_777_777 + next_id).randint(low, output_tokens)
+            )
+            tokens += n
+            engine.submit(SeqRequest(next_id, prompt_tokens, n), now)
             sent[next_id] = now - rtt // 2
             next_id += 1
             continue
@@ -124,7 +136,29 @@ def replay_closed_loop(
             if e.last:
                 done += 1
                 pending.append((e.at_ns + rtt, e.seq_id))
-    return Replay(ttfts, itls, total * output_tokens, now / 1e9, engine)
+    return Replay(ttfts, itls, tokens, now / 1e9, engine)
+
+
+def sla_capacity(p: BatchParams, prompt_tokens: int, max_tokens: int, output_fraction: float, ttft_p99_ms: float,
+                 max_users: int, seed: int = 0) -> tuple[int, dict[int, float]]:  # fmt: skip
+    """The most closed-loop users whose TTFT p99 stays within ``ttft_p99_ms`` on this engine, by bisection over
+    exact replays (TTFT p99 grows with users); the p99 of each replay excludes every user's first request (the
+    warm-up). Returns the answer (0 if even one user misses) and the p99 (ms) of every replay run."""
+    seen: dict[int, float] = {}
+
+    def p99(users: int) -> float:
+        if users not in seen:
+            per_user = max(10, 1500 // users)
+            ttft = sorted(replay_closed_loop(p, users, prompt_tokens, max_tokens, per_user, 1.0, output_fraction,
+                                             seed).ttft_s[users:])  # fmt: skip
+            seen[users] = 1000 * ttft[min(len(ttft) - 1, int(0.99 * len(ttft)))]
+        return seen[users]
+
+    low, high = 0, max_users + 1  # p99(low) meets the limit (0: vacuously), p99(high) does not (or beyond range)
+    while high - low > 1:
+        mid = (low + high) // 2
+        low, high = (mid, high) if p99(mid) <= ttft_p99_ms else (low, mid)
+    return low, dict(sorted(seen.items()))
 
 
 @dataclass(frozen=True)

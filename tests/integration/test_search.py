@@ -112,8 +112,13 @@ def test_the_web_ui_can_start_a_rate_search_and_shows_its_probes(tmp_path):
     # constant arrivals at C = 4 slots of 250 ms: no wait below 16 req/s; above it the queue grows without bound
     capacity_req_s = 4 / (SERVICE_MS / 1000)
     with web_ui(tmp_path, *FAST, "--sim-args", sim_args(4)) as base:
-        form = {"search": "sla", "rates": "12", "arrivals": "constant", "sla_ttft_p99_ms": "400",
-                "search_precision": "25%"}  # 12, 24, 18, 15: four probes
+        form = {
+            "search": "sla",
+            "rates": "12",
+            "arrivals": "constant",
+            "sla_ttft_p99_ms": "400",
+            "search_precision": "25%",
+        }  # 12, 24, 18, 15: four probes
         assert json.loads(fetch(base + "/swarm", form))["success"]
         data = wait_for(base, "finished", timeout_s=150)
     search = data["search"]

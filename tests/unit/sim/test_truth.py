@@ -3,7 +3,7 @@ import statistics
 import pytest
 
 from locust_llm.sim.batching import BatchParams
-from locust_llm.sim.truth import replay_closed_loop, saturation_users, steady_state
+from locust_llm.sim.truth import replay_closed_loop, saturation_users, sla_capacity, steady_state
 
 TABLE = ((8, 12.0), (16, 14.0), (32, 17.0), (64, 20.0), (128, 26.0))
 P = BatchParams(kv_blocks=160, decode_table=TABLE, prefill_ms_per_1k=25.0)
@@ -44,3 +44,18 @@ def test_throughput_plateaus_past_the_knee():
     s = saturation_users(P, PROMPT, OUTPUT)
     at_knee = steady_state(P, s, PROMPT, OUTPUT).output_tok_s
     assert steady_state(P, 4 * s, PROMPT, OUTPUT).output_tok_s == pytest.approx(at_knee, rel=0.1)
+
+
+def test_drawn_output_lengths_average_between_the_fraction_and_the_maximum():
+    replay = replay_closed_loop(P, 8, PROMPT, OUTPUT, requests_per_user=25, output_fraction=0.5)
+    mean = replay.output_tokens / 200
+    assert 0.75 * OUTPUT * 0.9 <= mean <= 0.75 * OUTPUT * 1.1  # uniform in [32, 64]: mean 48
+
+
+def test_sla_capacity_lies_past_the_knee_and_below_where_the_mean_ttft_breaks_the_limit():
+    s = saturation_users(P, PROMPT, OUTPUT)
+    limit_ms = 1000 * steady_state(P, 2 * s, PROMPT, OUTPUT).ttft_s  # the analytic mean TTFT at twice the knee
+    answer, p99s = sla_capacity(P, PROMPT, OUTPUT, 1.0, limit_ms, 4 * s)
+    assert s <= answer <= 2 * s  # a p99 is at least the mean: the limit is crossed no later than 2 s
+    assert p99s[answer] <= limit_ms and all(v > limit_ms for u, v in p99s.items() if u > answer)
+    assert sla_capacity(P, PROMPT, OUTPUT, 1.0, 0.001, 4 * s)[0] == 0  # nothing meets an impossible limit
