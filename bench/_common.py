@@ -37,7 +37,7 @@ def start_server(cmd: list[str], core: int | None, timeout_s: float = 30) -> tup
     assert proc.stdout is not None
     while time.monotonic() < deadline:
         line = proc.stdout.readline()
-        match = re.search(r"listening on (http://\S+)", line)
+        match = re.search(r"listening on (https?://\S+)", line)
         if match:
             return proc, match.group(1)
         if not line:

@@ -1,8 +1,9 @@
 """The reference generator: a minimal asyncio + aiohttp streaming client timing TTFT and every ITL gap.
 
-``python bench/aiohttp_client.py URL MODEL STREAMS MAX_TOKENS SECONDS WARMUP_S`` runs STREAMS closed-loop users
-(first requests spread over one second) and prints one JSON line with TTFT/ITL p50/p99 (ms) of the samples
-observed between WARMUP_S and SECONDS - 1, and the number of tokens received in that window.
+``python bench/aiohttp_client.py URL MODEL STREAMS MAX_TOKENS SECONDS WARMUP_S [CA_FILE]`` runs STREAMS
+closed-loop users (first requests spread over one second; over HTTPS trusting CA_FILE when given) and prints one
+JSON line with TTFT/ITL p50/p99 (ms) of the samples observed between WARMUP_S and SECONDS - 1, and the number of
+tokens received in that window.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import ssl
 import sys
 import time
 
@@ -41,7 +43,7 @@ async def user(session, url, body, start, end, window, ttft, itl, counts):
                 last = now
 
 
-async def main(url, model, streams, max_tokens, seconds, warmup_s):
+async def main(url, model, streams, max_tokens, seconds, warmup_s, ca_file=None):
     body = json.dumps(
         {"model": model, "messages": [{"role": "user", "content": "bench"}], "max_tokens": max_tokens, "stream": True}
     ).encode()
@@ -49,7 +51,7 @@ async def main(url, model, streams, max_tokens, seconds, warmup_s):
     start = time.perf_counter()
     t0 = time.perf_counter_ns()
     window = (t0 + int(warmup_s * 1e9), t0 + int((seconds - 1) * 1e9))
-    connector = aiohttp.TCPConnector(limit=0)
+    connector = aiohttp.TCPConnector(limit=0, ssl=ssl.create_default_context(cafile=ca_file) if ca_file else True)
     async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
         tasks = [
             user(session, url + "/chat/completions", body, start, start + seconds, window, ttft, itl, counts)
@@ -73,4 +75,5 @@ async def main(url, model, streams, max_tokens, seconds, warmup_s):
 
 if __name__ == "__main__":
     url, model, streams, max_tokens, seconds, warmup = sys.argv[1:7]
-    asyncio.run(main(url, model, int(streams), int(max_tokens), float(seconds), float(warmup)))
+    ca = sys.argv[7] if len(sys.argv) > 7 else None
+    asyncio.run(main(url, model, int(streams), int(max_tokens), float(seconds), float(warmup), ca))

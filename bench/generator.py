@@ -1,18 +1,22 @@
 """Generator accuracy and cost: locust-llm's user vs a minimal asyncio + aiohttp client, on one core.
 
-    python bench/generator.py [--streams 128,256,512] [--seconds 25]
+    python bench/generator.py [--streams 128,256,512] [--seconds 25] [--tls]
 
 A pacing server with known TTFT (200 ms) and ITL (20 ms) — the simulator's pacing engine — runs on one core; the
 generator under test runs alone on the other. For each stream count it prints, side by side from one run, the
 error of the measured TTFT/ITL p50/p99 against the truth and the generator CPU per streamed token, for (a)
 locust-llm's ChatStreamUser with full recording (Locust events, per-step histograms) and (b) the reference
-client (bench/aiohttp_client.py). CPU is read from /proc over the steady window (after the warm-up).
+client (bench/aiohttp_client.py). CPU is read from /proc over the steady window (after the warm-up). With
+``--tls`` each also runs over HTTPS (the server's certificate from its own CA, trusted with ``--ca-bundle``), so
+the cost of decrypting every token record shows against plain HTTP and against the reference over TLS.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import shutil
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -26,8 +30,12 @@ from _common import PY, ROOT, cores, cpu_s, pinned, start_server, stop, table
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
 
 
+CA: dict[str, str] = {}  # origin -> the CA file of a server started with --tls
+
+
 def served_tokens(origin: str) -> tuple[int, float]:
-    with urllib.request.urlopen(origin + "/sim/stats", timeout=30) as resp:
+    context = ssl.create_default_context(cafile=CA[origin]) if origin in CA else None
+    with urllib.request.urlopen(origin + "/sim/stats", timeout=30, context=context) as resp:
         stats = json.load(resp)
     return sum(m["tokens_emitted"] for m in stats["models"].values()), stats["lateness_ms"]["p99"]
 
@@ -65,9 +73,10 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
             cmd = [PY, "-m", "locust", "-f", str(ROOT / locustfile), "--headless", "--host", url, "--model",
                    "sim-llm", "--steps", str(streams), "--step-duration", f"{seconds}s", "--warmup", f"{WARMUP_S}s",
                    "--max-tokens", str(MAX_TOKENS), "--csv", f"{tmp}/run", "--only-summary"]  # fmt: skip
+            cmd += ["--ca-bundle", CA[origin]] if origin in CA else []
         else:
             cmd = [PY, str(ROOT / "bench" / "aiohttp_client.py"), url, "sim-llm", str(streams), str(MAX_TOKENS),
-                   str(seconds), str(WARMUP_S)]  # fmt: skip
+                   str(seconds), str(WARMUP_S), *([CA[origin]] if origin in CA else [])]  # fmt: skip
         w = measure(cmd, core, origin, seconds, startup_s=0.5 if kind == "aiohttp" else 2.5)
         out = w.out
         if kind != "aiohttp":
@@ -76,7 +85,7 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
             row = json.loads(out.strip().splitlines()[-1])
     cpu, tokens, wall, lateness_p99 = w.cpu_s, w.tokens, w.wall_s, w.lateness_p99_ms
     return {
-        "generator": kind,
+        "generator": kind + (" (TLS)" if origin in CA else ""),
         "streams": streams,
         "ttft_p50_err_ms": round(float(row["ttft_p50_ms"]) - TTFT_MS, 2),
         "ttft_p99_err_ms": round(float(row["ttft_p99_ms"]) - TTFT_MS, 2),
@@ -107,29 +116,46 @@ def main() -> None:
         default="locust-llm,aiohttp",
         help="Which generators: locust-llm, aiohttp (the reference), locust-llm-sdk (default: locust-llm,aiohttp).",
     )
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="Also serve HTTPS (the simulator's --tls, its CA trusted "
+        "by every generator): each generator runs over plain HTTP and over TLS, in the same run.",
+    )
     args = parser.parse_args()
     available = cores()
     server_core, gen_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
     rows = []
     for streams in (int(s) for s in args.streams.split(",")):
-        for kind in args.generators.split(","):
-            proc, url = start_server(
-                [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
-                 "--capacity", "100000", "--context-tokens", "100000"], server_core,
-            )  # fmt: skip
-            try:
-                print(f"  {kind} at {streams} streams ...", file=sys.stderr, flush=True)
-                rows.append(run_generator(kind, url, streams, args.seconds, gen_core))
-            finally:
-                stop(proc)
+        for tls in (False, True) if args.tls else (False,):
+            for kind in args.generators.split(","):
+                rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core))
     print(table(rows))
     print()
     by = {(r["generator"], r["streams"]): r for r in rows}
     for (kind, streams), row in by.items():
-        ref = by.get(("aiohttp", streams))
-        if kind != "aiohttp" and ref and isinstance(row["us_per_token"], float) and ref["us_per_token"]:
+        ref = by.get(("aiohttp" + (" (TLS)" if kind.endswith("(TLS)") else ""), streams))
+        if not kind.startswith("aiohttp") and ref and isinstance(row["us_per_token"], float) and ref["us_per_token"]:
             ratio = row["us_per_token"] / ref["us_per_token"]
-            print(f"{streams:>4} streams: CPU per token {kind} / aiohttp = {ratio:.2f}")
+            print(f"{streams:>4} streams: CPU per token {kind} / {ref['generator']} = {ratio:.2f}")
+
+
+def _one(kind: str, streams: int, tls: bool, seconds: float, server_core: int | None, gen_core: int | None) -> dict:
+    """One generator against a fresh pacing server (HTTPS with its own CA when ``tls``)."""
+    certs = tempfile.mkdtemp(prefix="bench-tls-")
+    proc, url = start_server(
+        [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
+         "--capacity", "100000", "--context-tokens", "100000", *(["--tls", "--tls-dir", certs] if tls else [])],
+        server_core,
+    )  # fmt: skip
+    if tls:
+        CA[url.rsplit("/v1", 1)[0]] = f"{certs}/sim-ca.pem"
+    try:
+        print(f"  {kind} at {streams} streams{' over TLS' if tls else ''} ...", file=sys.stderr, flush=True)
+        return run_generator(kind, url, streams, seconds, gen_core)
+    finally:
+        stop(proc)
+        shutil.rmtree(certs, ignore_errors=True)
 
 
 if __name__ == "__main__":

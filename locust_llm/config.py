@@ -23,6 +23,7 @@ from locust_llm.reports.compare import Thresholds
 from locust_llm.shapes.arrivals import Arrivals
 from locust_llm.shapes.search import SearchSettings
 from locust_llm.sla import Prices, Sla
+from locust_llm.tls import TlsSettings, proxy_secrets, tls_from
 from locust_llm.users.discipline import FlowConfig, RetryPolicy
 from locust_llm.workload.prompts import Length, Workload
 
@@ -60,6 +61,7 @@ class RunConfig:
     flow: FlowConfig
     headers: tuple[tuple[str, str], ...] = field(repr=False)
     allow_new_host: bool
+    tls: TlsSettings
     steps: tuple[int, ...]
     rates: tuple[float, ...] | None
     arrivals: Arrivals
@@ -94,6 +96,7 @@ class RunConfig:
             flow=flow_from(v),
             headers=v["header"],
             allow_new_host=v["allow_new_host"],
+            tls=tls_from(v["ca_bundle"], v["insecure"]),
             steps=v["steps"],
             rates=_rates(v),
             arrivals=v["arrivals"],
@@ -139,7 +142,7 @@ class RunConfig:
         """Strings that must never be printed (see :func:`locust_llm.redact.redact`)."""
         keys = [self.api_key] if self.api_key else []
         keys += [value for name, value in self.headers if is_secret_header(name) and value]
-        return tuple(keys)
+        return tuple(keys) + proxy_secrets()
 
     def settings(self) -> dict[str, Any]:
         """The run's settings for reports and logs: every field except secrets."""
@@ -156,6 +159,7 @@ class RunConfig:
             "hedge_ttft_ms": None if self.flow.hedge_after_s is None else self.flow.hedge_after_s * 1000,
             "headers": [name for name, _ in self.headers],
             "allow_new_host": self.allow_new_host,
+            "tls": self.tls.describe(),
             "steps": None if self.rates else list(self.steps),
             "rates": list(self.rates) if self.rates else None,
             "arrivals": self.arrivals.describe() if self.rates else None,

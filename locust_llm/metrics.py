@@ -26,7 +26,8 @@ SYSTEMATIC = {
     "and --model)",
     "refused": "connection refused (check --host: is the server running and listening there?)",
     "dns": "the host name does not resolve (check --host)",
-    "tls": "the TLS handshake failed (check the certificate of --host and the trusted CAs)",
+    "tls": "the TLS handshake failed (an untrusted certificate: trust its CA with --ca-bundle FILE, or for a test "
+    "server only --insecure; see README, HTTPS, certificates and proxies)",
 }
 """Failures that no retry, no other user and no amount of waiting will fix: the run stops on them (see
 :mod:`locust_llm.failfast`). Key: ``RequestResult.cause``; value: what it means and what to check."""

@@ -159,6 +159,12 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--allow-new-host", None, "With a key set, let a start from the web UI name another host than the one the "
          "key was configured for (the key then goes there too).", "LOCUST_LLM_ALLOW_NEW_HOST", group="endpoint",
          web_ui=False, switch=True),
+    Flag("--ca-bundle", None, "PEM file of the CA certificates to trust for an https:// host (replaces the default "
+         "trust). Unset: REQUESTS_CA_BUNDLE, then CURL_CA_BUNDLE, then SSL_CERT_FILE, as requests reads them; else "
+         "the system's trust.", "LOCUST_LLM_CA_BUNDLE", group="endpoint", web_ui=False),
+    Flag("--insecure", None, "Do not verify the endpoint's TLS certificate or host name (test servers only). Warned "
+         "at start and recorded in summary.json.", "LOCUST_LLM_INSECURE", group="endpoint", web_ui=False,
+         switch=True),
     Flag("--request-timeout", "120s", "Give up on a request after this long (whole request, from send to the end of "
          "the stream).", "LOCUST_LLM_REQUEST_TIMEOUT", parse_duration_s, "endpoint"),
     # workload

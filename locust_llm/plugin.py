@@ -56,7 +56,10 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
         config = RunConfig.from_options(environment.parsed_options)
         if not environment.host:
             _start_embedded_sim(run, config)
-        run.configure()
+        config = run.configure()
+        if config.tls.insecure:
+            logger.warning("locust-llm: --insecure: TLS certificates and host names are NOT verified; the run's "
+                           "summary records it (settings.tls.insecure)")  # fmt: skip
     except (ConfigError, SimStartError, OSError) as exc:
         _fail_startup(run, str(exc))
     outputs.prepare()
@@ -81,8 +84,11 @@ def _start_embedded_sim(run: LLMRun, config: RunConfig) -> None:
             f"{', '.join(served)}. Pass --host URL to test a real endpoint."
         )
     run.model = config.model or served[0]
-    if run.environment.parsed_options is not None:
-        run.environment.parsed_options.model = run.model  # workers learn the model from the spawn message
+    options = run.environment.parsed_options
+    if options is not None:
+        options.model = run.model  # workers learn the model from the spawn message
+        if run.sim.ca_path and not getattr(options, "ca_bundle", None):
+            options.ca_bundle = run.sim.ca_path  # --sim-args --tls: trust the simulator's own CA
 
 
 def _on_test_start(environment: Environment, **_kwargs: Any) -> None:

@@ -18,6 +18,7 @@ from geventhttpclient.url import URL
 
 from locust_llm.metrics import SYSTEMATIC
 from locust_llm.run import LLMRun
+from locust_llm.tls import client_kwargs
 from locust_llm.users.chat import request_headers
 from locust_llm.users.stream import run_stream
 
@@ -35,7 +36,8 @@ def preflight(run: LLMRun) -> str | None:
     url = URL(host + "/chat/completions")
     timeout_s = min(PREFLIGHT_TIMEOUT_S, config.request_timeout_s)
     messages, max_tokens = config.workload.messages(random.Random(config.seed))
-    http = HTTPClient.from_url(url, concurrency=1, connection_timeout=timeout_s, network_timeout=None)
+    http = HTTPClient.from_url(url, concurrency=1, connection_timeout=timeout_s, network_timeout=None,
+                               **client_kwargs(config.tls, run.proxy(run.environment.host)))  # fmt: skip
     try:
         result = run_stream(http, url.request_uri, config.workload.body(run.model, messages, max_tokens),
                             request_headers(config, "locust-llm preflight"), model=run.model, timeout_s=timeout_s,

@@ -25,6 +25,7 @@ from locust_llm.config import RunConfig, is_secret_header
 from locust_llm.parsers import ConfigError
 from locust_llm.recorder import Recorder
 from locust_llm.sim.launcher import EmbeddedSim
+from locust_llm.tls import Proxy, proxy_for
 
 __all__ = ["FATAL_MESSAGE", "LLMRun", "all_runs", "find_run", "llm_run", "new_run"]
 
@@ -97,10 +98,21 @@ class LLMRun:
         host = self.environment.host
         if config.model is None and host and (self.sim is None or host != self.sim.url):
             raise ConfigError(f"--model is required with --host (e.g. --model grok-4), got --host {host}")
+        proxy = self.proxy(host)  # a malformed *_PROXY variable stops the run here, not in every user
         self.config = config
         self.model = config.model or self.model
         self.recorder.configure(config.sla, config.itl_events)
+        if proxy is not None and self.role != "worker":
+            logger.info("locust-llm: requests to %s go through the proxy %s (HTTPS_PROXY/HTTP_PROXY; NO_PROXY to "
+                        "bypass)", host, proxy.describe())  # fmt: skip
         return config
+
+    def proxy(self, host: str | None) -> Proxy | None:
+        """The proxy requests to ``host`` go through (:func:`locust_llm.tls.proxy_for`); never for the embedded
+        simulator."""
+        if not host or (self.sim is not None and host == self.sim.url):
+            return None
+        return proxy_for(host)
 
     def begin_step(
         self, step: int, users: int, step_duration_s: float | None = None, rate: float | None = None

@@ -176,6 +176,8 @@ def console_summary(summary: dict[str, Any]) -> str:
         "approximate"] else "")]  # fmt: skip
     if not summary["valid"]:
         lines.append("  INVALID RUN: " + "; ".join(summary["invalid_reasons"]) + " — do not trust the figures below")
+    if (summary["run"].get("settings", {}).get("tls") or {}).get("insecure"):
+        lines.append("  --insecure: the endpoint's TLS certificate and host name were NOT verified")
     search = summary.get("search")
     if search is not None:
         lines.append("  " + search_text(search))

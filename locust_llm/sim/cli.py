@@ -10,7 +10,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import shutil
 import sys
+import tempfile
 from collections.abc import Callable
 from typing import Any
 
@@ -101,6 +103,10 @@ SIM_FLAGS: tuple[Flag, ...] = (
     _sim_flag("--prefix-cache", "auto", "Cache prompt prefixes: auto (system prompts and cache_control-marked "
               "prefixes), hint (only cache_control-marked), off.",
               lambda text, flag: parse_choice(text, flag, ("auto", "hint", "off"))),
+    _sim_flag("--tls", None, "Serve HTTPS with a certificate made at start, signed by a throw-away CA whose file is "
+              "printed ('TLS CA: PATH'); trust it with locust-llm's --ca-bundle.", switch=True),
+    _sim_flag("--tls-dir", None, "With --tls: write the CA, certificate and key here (default: a new temporary "
+              "directory)."),
     _sim_flag("--seed", "0", "Seed of every random choice.", parse_int),
     _sim_flag("--parent-pid", None, "Exit when this process is gone (used by embedded runs).", parse_int),
 )  # fmt: skip
@@ -202,13 +208,18 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(f"locust-llm sim: serving\n{describe(config)}", file=sys.stderr, flush=True)
     host, port = v["host"], v["port"]
+    made = tempfile.mkdtemp(prefix="locust-llm-sim-tls-") if v["tls"] and not v["tls_dir"] else None
+    tls_dir = (v["tls_dir"] or made) if v["tls"] else None
     try:
-        _run_loop(serve(config, host, port, v["parent_pid"], prefix_mode=v["prefix_cache"]))
+        _run_loop(serve(config, host, port, v["parent_pid"], prefix_mode=v["prefix_cache"], tls_dir=tls_dir))
     except OSError as exc:
         print(f"locust-llm sim: error: cannot listen on {host}:{port}: {exc.strerror}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         pass
+    finally:
+        if made:
+            shutil.rmtree(made, ignore_errors=True)
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import ssl
 import subprocess
 import sys
 import time
@@ -18,7 +19,8 @@ from typing import Any
 
 __all__ = ["EmbeddedSim", "SimStartError"]
 
-_READY = re.compile(r"listening on (http://\S+)")
+_READY = re.compile(r"listening on (https?://\S+)")
+_CA = re.compile(r"TLS CA: (\S.*)$")
 
 
 class SimStartError(RuntimeError):
@@ -30,6 +32,7 @@ class EmbeddedSim:
         self.extra_args = list(extra_args or [])
         self.host = host
         self.url: str | None = None
+        self.ca_path: str | None = None  # --sim-args --tls: the CA file to trust
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -48,7 +51,8 @@ class EmbeddedSim:
         ]
 
     def start(self, timeout_s: float = 30.0) -> str:
-        """Start the simulator and return its base URL (``http://127.0.0.1:PORT/v1``)."""
+        """Start the simulator and return its base URL (``http://127.0.0.1:PORT/v1``; ``https://`` with ``--tls``,
+        and :attr:`ca_path` set)."""
         self.process = subprocess.Popen(self.command, stdout=subprocess.PIPE, start_new_session=True)
         assert self.process.stdout is not None
         deadline = time.monotonic() + timeout_s
@@ -57,7 +61,10 @@ class EmbeddedSim:
             line = self._readline(deadline - time.monotonic())
             if not line:
                 break
-            match = _READY.search(line.decode("utf-8", "replace"))
+            text = line.decode("utf-8", "replace").strip()
+            if ca := _CA.search(text):
+                self.ca_path = ca.group(1)
+            match = _READY.search(text)
             if match:
                 self.url = match.group(1)
                 return self.url
@@ -88,7 +95,8 @@ class EmbeddedSim:
     def _get(self, path: str, timeout_s: float) -> Any:
         assert self.url is not None
         origin = self.url.rsplit("/v1", 1)[0]
-        with urllib.request.urlopen(origin + path, timeout=timeout_s) as resp:
+        context = ssl.create_default_context(cafile=self.ca_path) if self.ca_path else None
+        with urllib.request.urlopen(origin + path, timeout=timeout_s, context=context) as resp:
             return json.load(resp)
 
     def _readline(self, timeout_s: float) -> bytes:

@@ -237,10 +237,13 @@ async def serve(
     parent_pid: int | None = None,
     ready_fd: int = 1,
     prefix_mode: str = "auto",
+    tls_dir: str | None = None,
 ) -> None:
     """Serve until SIGINT/SIGTERM, or until the parent process ``parent_pid`` has gone.
 
-    Prints ``locust-llm sim listening on http://HOST:PORT/v1`` (one line) once it accepts connections.
+    Prints ``locust-llm sim listening on http://HOST:PORT/v1`` (one line) once it accepts connections. With
+    ``tls_dir``, serves HTTPS with a fresh certificate written there (:mod:`locust_llm.sim.certs`), and first prints
+    ``locust-llm sim TLS CA: PATH`` (the file a client trusts).
     """
     server = SimServer(config, prefix_mode)
     runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
@@ -248,11 +251,18 @@ async def serve(
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
-    site = web.SockSite(runner, sock)
+    context, scheme = None, "http"
+    if tls_dir is not None:
+        from locust_llm.sim.certs import make_certificates  # cryptography loads only for HTTPS
+
+        certs = make_certificates(tls_dir, host)
+        context, scheme = certs.server_context(), "https"
+        os.write(ready_fd, f"locust-llm sim TLS CA: {certs.ca_path}\n".encode())
+    site = web.SockSite(runner, sock, ssl_context=context)
     await site.start()
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
-    os.write(ready_fd, f"locust-llm sim listening on http://{shown}:{bound}/v1\n".encode())
+    os.write(ready_fd, f"locust-llm sim listening on {scheme}://{shown}:{bound}/v1\n".encode())
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

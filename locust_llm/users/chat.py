@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -12,6 +13,7 @@ from locust.env import Environment
 from locust_llm.config import RunConfig
 from locust_llm.metrics import RequestResult
 from locust_llm.run import llm_run
+from locust_llm.tls import client_kwargs
 from locust_llm.tokens import estimate_prompt_tokens
 from locust_llm.users.attempt import FirstToken
 from locust_llm.users.base import LLMUserMixin
@@ -39,10 +41,11 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
     pause between requests.
     """
 
-    insecure = False  # verify TLS certificates of real endpoints
+    insecure = False  # verify TLS certificates of real endpoints (--insecure turns it off)
 
     def __init__(self, environment: Environment) -> None:
-        config = llm_run(environment).require_config()
+        run = llm_run(environment)
+        config = run.require_config()
         # No per-read socket timeout: gevent arms a Timeout around every recv of a socket that has one, a cost
         # paid per token. The whole request runs under one deadline instead (users.stream.run_stream).
         self.network_timeout = None  # type: ignore[assignment]
@@ -53,7 +56,11 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         self.setup_llm(environment)
         url = URL((self.host or "").rstrip("/") + "/chat/completions")
         self._uri = url.request_uri
-        self._http = self.client.client.clientpool.get_client(url)
+        # trust and proxy (locust_llm.tls): one shared SSL context per process; a CONNECT tunnel for https
+        pool = self.client.client.clientpool
+        tls = dataclasses.replace(config.tls, insecure=True) if self.insecure else config.tls  # a subclass may say so
+        pool.client_args.update(client_kwargs(tls, run.proxy(self.host)))
+        self._http = pool.get_client(url)
         self._headers = request_headers(self.config, self.user_agent)
         self._warm = False  # a previous response left a keep-alive connection in the pool
 

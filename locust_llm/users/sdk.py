@@ -44,7 +44,11 @@ class OpenAISdkUser(LLMUserMixin, User):
                 "keep the streams per worker core low (see README) and watch the steps' validity."
             )
         headers = {"User-Agent": self.user_agent, **dict(self.config.headers)}
+        proxy = self.llm.proxy(self.host)  # trust and proxy as ChatStreamUser's (locust_llm.tls), not httpx's own
+        http = openai.DefaultHttpxClient(verify=self.config.tls.httpx_verify(), trust_env=False,
+                                         proxy=proxy.url() if proxy else None)  # fmt: skip
         self.client = openai.OpenAI(
+            http_client=http,
             api_key=self.config.api_key or "not-needed",
             base_url=(self.host or "").rstrip("/"),
             max_retries=0,
