@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from locust_llm.collect.health import Validity
@@ -138,11 +139,17 @@ class RunConfig:
         return self.warmup.for_step(self.step_duration_s if step_duration_s is None else step_duration_s)
 
     @property
-    def secrets(self) -> tuple[str, ...]:
-        """Strings that must never be printed (see :func:`locust_llm.redact.redact`)."""
+    def credentials(self) -> tuple[str, ...]:
+        """What the endpoint is sent to prove who we are: the key and secret headers' values."""
         keys = [self.api_key] if self.api_key else []
         keys += [value for name, value in self.headers if is_secret_header(name) and value]
-        return tuple(keys) + proxy_secrets()
+        return tuple(keys)
+
+    @cached_property
+    def secrets(self) -> tuple[str, ...]:
+        """Strings that must never be printed (see :func:`locust_llm.redact.redact`): the credentials and proxy
+        passwords. Computed once: every request passes it on."""
+        return self.credentials + proxy_secrets()
 
     def settings(self) -> dict[str, Any]:
         """The run's settings for reports and logs: every field except secrets."""

@@ -218,7 +218,7 @@ def _guard_start_form(app: Any, base: str, environment: Any, run: LLMRun) -> Non
                 mangled[dest] = value
         host = request.form.get("host", current).strip()
         config = run.require_config()
-        if host and host.rstrip("/") != key_host.rstrip("/") and config.secrets and not config.allow_new_host:
+        if host and host.rstrip("/") != key_host.rstrip("/") and config.credentials and not config.allow_new_host:
             return _refusal(
                 f"a key is set for {key_host or 'the configured host'}: it is not sent to {host}; start locust with "
                 "--host for that endpoint, or with --allow-new-host to let the key go to a host given here",
@@ -246,7 +246,7 @@ def _warn_if_exposed(environment: Any, run: LLMRun) -> None:
     options = environment.parsed_options
     web_host = getattr(options, "web_host", "") or ""
     loopback = web_host in ("127.0.0.1", "localhost", "::1")
-    if run.require_config().secrets and not loopback and not getattr(options, "web_login", False):
+    if run.require_config().credentials and not loopback and not getattr(options, "web_login", False):
         logger.warning(
             "locust-llm: a key is set and the web UI listens on %s without a login: anyone who can reach it can "
             "start runs that use the key. Listen on loopback only (--web-host 127.0.0.1) or require a login "
