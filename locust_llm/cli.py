@@ -1,4 +1,4 @@
-"""locust-llm: the tools around a run: report, compare, sim and flags.
+"""locust-llm: the tools around a run: report, compare, trend, sim and flags.
 
 Runs themselves use 'locust -f locustfile.py'. Exit codes of report and compare, as of a run: 0 a valid sweep,
 1 a gate failed (a regression against the baseline, or an SLA that no step meets), 2 bad input (with a one-line
@@ -8,6 +8,7 @@ error), 3 the measurement is invalid.
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import textwrap
 
@@ -64,6 +65,38 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def cmd_trend(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from locust_llm.reports.files import ReportInputError
+    from locust_llm.reports.trend import append_line, history_line, load_history
+    from locust_llm.reports.trend_html import write_trend
+
+    source = Path(args.source)
+    try:
+        if args.window < 2:
+            raise ConfigError(f"--window must be at least 2 runs, got {args.window}")
+        if not 0 < args.max_drift_pct < 1000:
+            raise ConfigError(f"--max-drift-pct must be above 0 and below 1000, got {args.max_drift_pct:g}")
+        if args.append:
+            if source.is_dir():
+                raise ConfigError(f"--append adds to a history.jsonl file, and {source} is a directory")
+            summary = Path(args.append)
+            try:
+                data = json.loads(summary.read_text(encoding="utf-8"))
+            except (OSError, ValueError) as exc:
+                raise ReportInputError(f"--append {summary}: not a readable summary.json ({exc})") from None
+            append_line(source, history_line(data, str(summary)))
+        lines = load_history(source)
+        out = Path(args.out) if args.out else (source if source.is_dir() else source.parent)
+        code, text = write_trend(lines, out, args.window, args.max_drift_pct)
+    except (ConfigError, ReportInputError) as exc:
+        return _fail("trend", exc)
+    print(text)
+    print(f"  trend: {out / 'trend.html'}, {out / 'trend.json'}")
+    return code
+
+
 def format_flags(width: int = 100) -> str:
     """Every flag of a run and of the simulator: name, env var, default and help, grouped as in README."""
     lines = ["locust-llm flags: every flag of 'locust -f locustfile.py ...' (and of 'locust-llm sim'), its env var "
@@ -88,6 +121,12 @@ def cmd_flags(args: argparse.Namespace) -> int:
     return 0
 
 
+def _trend_doc() -> str | None:
+    from locust_llm.reports import trend
+
+    return trend.__doc__
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="locust-llm", description=_plain(__doc__),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
@@ -108,6 +147,23 @@ def build_parser() -> argparse.ArgumentParser:
     compare.add_argument("current", help="The summary.json of the run to judge.")
     add_arguments(compare, GATE_FLAGS, "gate thresholds")
     compare.set_defaults(func=cmd_compare)
+
+    trend = sub.add_parser(
+        "trend",
+        help="Capacity over time from a history or kept reports; exit 1 on slow drift.",
+        description=_plain(_trend_doc()),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    trend.add_argument("source", help="history.jsonl (one line per run), or a directory: every summary.json below "
+                       "it, ordered by start time.")  # fmt: skip
+    trend.add_argument("--out", default=None, help="Directory for trend.html and trend.json (default: next to the "
+                       "history, or the directory).")  # fmt: skip
+    trend.add_argument("--append", default=None, metavar="SUMMARY", help="First add this run's summary.json to the "
+                       "history.jsonl (created if missing).")  # fmt: skip
+    trend.add_argument("--window", type=int, default=14, help="Judge drift over the last N valid runs (default 14).")
+    trend.add_argument("--max-drift-pct", type=float, default=10.0, help="Exit 1 when a metric drifted the worse "
+                       "way by more than this over the window, consistently (default 10).")  # fmt: skip
+    trend.set_defaults(func=cmd_trend)
 
     sim = sub.add_parser(
         "sim",

@@ -234,7 +234,7 @@ def _settings(summary: dict[str, Any]) -> str:
 
 
 PAGE = """<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>locust-llm report: {title}</title>
+<html lang="en"><head><meta charset="utf-8"><title>{heading}: {title}</title>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1200px; color: #222; }}
 .banner {{ padding: .8em 1em; border-radius: 6px; margin: 1em 0; white-space: pre-wrap; font-family: monospace; }}
@@ -246,12 +246,12 @@ td {{ text-align: right; }} tr.invalid td {{ background: #fde8e8; }} .chart {{ h
 <script>window.__llmErrors = 0; window.addEventListener("error", function () {{ window.__llmErrors += 1; }});</script>
 <script>{plotly}</script>
 </head><body>
-<h1>locust-llm capacity report</h1>
+<h1>{heading}</h1>
 <div class="banner {banner_class}">{verdict}</div>
 {charts}
-<h2>Per-step results</h2>
+<h2>{table_title}</h2>
 {table}
-<h2>Run settings and validity</h2>
+<h2>{settings_title}</h2>
 {settings}
 <p id="render-status">rendering</p>
 <script>
@@ -279,6 +279,9 @@ def render_html(summary: dict[str, Any], timeline: list[dict[str, Any]] | None =
     specs = [json.loads(fig.to_json()) for fig in figures]
     charts = "\n".join(f'<div class="chart" id="chart-{i}"></div>' for i in range(len(specs)))
     return PAGE.format(
+        heading="locust-llm capacity report",
+        table_title="Per-step results",
+        settings_title="Run settings and validity",
         title=html.escape(summary["model"]),
         plotly=get_plotlyjs(),
         banner_class="ok" if summary["valid"] else "bad",

@@ -99,8 +99,9 @@ def test_bad_search_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 
 def test_the_time_budget_ends_the_search_and_says_so(tmp_path):
-    proc = run_locust("--headless", "--search", "knee", "--steps", "2", "--search-max-duration", "16s", *FAST,
-                      "--sim-args", sim_args(2), "--csv", str(tmp_path / "run"), cwd=tmp_path)  # fmt: skip
+    proc = run_locust("--headless", "--search", "knee", "--steps", "2", "--search-max-duration", "9s", *FAST,
+                      "--search-min-requests", "20", "--sim-args", sim_args(2), "--csv", str(tmp_path / "run"),
+                      cwd=tmp_path)  # fmt: skip
     summary = json.loads((tmp_path / "run_llm_summary.json").read_text())
     search = summary["search"]
     assert not search["complete"] and "--search-max-duration" in search["reason"]

@@ -15,7 +15,7 @@ from tests.support.connect_proxy import connect_proxy
 from tests.support.procs import ROOT, clean_env, read_csv, run_locust, server
 
 TTFT_MS, ITL_MS, TOKENS = 50.0, 10.0, 16
-SWEEP = ("--headless", "--model", "sim-llm", "--steps", "2,4", "--step-duration", "6s", "--warmup", "2s",
+SWEEP = ("--headless", "--model", "sim-llm", "--steps", "2,4", "--step-duration", "5s", "--warmup", "2s",
          "--max-tokens", str(TOKENS))  # fmt: skip
 
 

@@ -154,7 +154,9 @@ def test_results_are_written_to_a_volume_and_the_summary_logged(rendered, overla
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     line = command_line(container)
     for flag in ("--csv", "--llm-report"):
-        path = re.search(rf"{flag}[= ](\S+)", line).group(1)
+        path = re.search(rf"{flag}[= ](\S+)", line).group(1).strip('"')
+        for name, value in re.findall(r'(\w+)="([^"$]*)', line):  # a shell variable set in the script: its prefix
+            path = path.replace(f"${name}", value)
         assert any(path.startswith(mount + "/") for mount in mounts), (flag, path)
     config = {k: v for cm in of_kind(docs, "ConfigMap") for k, v in cm["data"].items()}
     assert config["LOCUST_LLM_SUMMARY_LOG"] == "on"
