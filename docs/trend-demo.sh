@@ -15,3 +15,9 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
   echo "run $i (kv-blocks $kv): $(grep -m1 'recommended max' "$night.log" || echo 'no summary')"
 done
 locust-llm trend "$out" --out "$out" --window 10 || echo "trend exit code $?"
+# the picture in README (Debian's chromium, headless)
+if command -v chromium > /dev/null; then
+  chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$out/.profile" \
+    --virtual-time-budget=15000 --window-size=1200,1700 --screenshot="$out/trend.png" "file://$(realpath "$out")/trend.html" \
+    > /dev/null 2>&1 && echo "screenshot: $out/trend.png"
+fi

@@ -90,7 +90,9 @@ def history_line(summary: Mapping[str, Any], source: str = "") -> dict[str, Any]
     priced = any(r.get("cost_usd") is not None for r in rows)
     requests = sum(r.get("requests") or 0 for r in rows)
     return {
-        "schema": SCHEMA, "date": run["started"], "endpoint": _endpoint(run.get("host")), "model": model,
+        "schema": SCHEMA, "date": run["started"], "model": model,
+        # the embedded simulator listens on a new port each run: one endpoint, not a change every night
+        "endpoint": "embedded simulator" if run.get("simulator") else _endpoint(run.get("host")),
         "tool_version": (run.get("versions") or {}).get("locust_llm") or summary.get("version"),
         "mode": summary.get("mode") or "users", "valid": bool(summary.get("valid")), "knee": summary["knee"],
         "steps": steps, "share_429": round(sum(r.get("status_429") or 0 for r in rows) / requests, 4)
@@ -256,12 +258,19 @@ def judge(metric: str, series: Sequence[tuple[float, float, bool]], window: int,
     worse = drift if worse_up else -drift
     share = up if worse_up else 1.0 - up
     per_day = 100.0 * slope / start
+    per_run = drift / (len(valid) - 1)
     what = f"{metric} {'rose' if drift > 0 else 'fell'} {abs(drift):.1f}% over the last {len(valid)} valid runs " \
-           f"({span:.1f} days; Theil-Sen slope {per_day:+.2f}%/day, {100 * share:.0f}% of pairs worse)"  # fmt: skip
+           f"({_span(span)}; Theil-Sen slope {per_run:+.2f}% per run, {100 * share:.0f}% of pairs worse)"  # fmt: skip
     if worse > max_drift_pct and share >= CONSISTENCY:
         return Drift(metric, len(valid), round(drift, 2), round(per_day, 3), round(share, 3), "drift",
                      f"DRIFT: {what}, beyond {max_drift_pct:g}%")  # fmt: skip
     return Drift(metric, len(valid), round(drift, 2), round(per_day, 3), round(share, 3), "ok", what)
+
+
+def _span(days: float) -> str:
+    if days >= 1:
+        return f"{days:.1f} days"
+    return f"{days * 24:.1f} hours" if days * 24 >= 1 else f"{days * 1440:.0f} minutes"
 
 
 def drift_gate(lines: Sequence[Mapping[str, Any]], window: int, max_drift_pct: float) -> tuple[int, list[Drift]]:

@@ -99,7 +99,8 @@ def _figures(lines: Sequence[Mapping[str, Any]]) -> list[go.Figure]:
     _add(cap, lines, "latency knee (TTFT p99)", lambda line: _knee(line, "latency_knee"), "#d62728", _bracket)
     figures.append(cap)
     for key, title in (("ttft_p99_ms", "TTFT p99 at each load (ms)"), ("itl_p99_ms", "ITL p99 at each load (ms)")):
-        fig = _figure(title, "ms", lines)
+        fig = _figure(title, "ms (log scale)", lines)
+        fig.update_yaxes(type="log")  # a rise from 30 to 120 ms shows beside one from 700 to 1,100 ms
         for load in loads:
             _add(fig, lines, f"{load:g} {unit}", lambda line, load=load, key=key: _step(line, load, key))
         figures.append(fig)
