@@ -6,7 +6,8 @@ A pacing server with known TTFT (200 ms) and ITL (20 ms) — the simulator's pac
 generator under test runs alone on the other. For each stream count it prints, side by side from one run, the
 error of the measured TTFT/ITL p50/p99 against the truth and the generator CPU per streamed token, for (a)
 locust-llm's ChatStreamUser with full recording (Locust events, per-step histograms) and (b) the reference
-client (bench/aiohttp_client.py). CPU is read from /proc over the steady window (after the warm-up). With
+client (bench/aiohttp_client.py), and (c) the floor, a bare asyncio ``Protocol`` that splits events on blank
+lines (bench/raw_client.py, plain HTTP only). CPU is read from /proc over the steady window (after the warm-up). With
 ``--tls`` each also runs over HTTPS (the server's certificate from its own CA, trusted with ``--ca-bundle``), so
 the cost of decrypting every token record shows against plain HTTP and against the reference over TLS.
 """
@@ -75,14 +76,13 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
                    "--max-tokens", str(MAX_TOKENS), "--csv", f"{tmp}/run", "--only-summary"]  # fmt: skip
             cmd += ["--ca-bundle", CA[origin]] if origin in CA else []
         else:
-            cmd = [PY, str(ROOT / "bench" / "aiohttp_client.py"), url, "sim-llm", str(streams), str(MAX_TOKENS),
+            client = "aiohttp_client.py" if kind == "aiohttp" else "raw_client.py"
+            cmd = [PY, str(ROOT / "bench" / client), url, "sim-llm", str(streams), str(MAX_TOKENS),
                    str(seconds), str(WARMUP_S), *([CA[origin]] if origin in CA else [])]  # fmt: skip
-        w = measure(cmd, core, origin, seconds, startup_s=0.5 if kind == "aiohttp" else 2.5)
+        reference = kind in ("aiohttp", "raw")
+        w = measure(cmd, core, origin, seconds, startup_s=0.5 if reference else 2.5)
         out = w.out
-        if kind != "aiohttp":
-            row = _steps_row(Path(tmp) / "run_llm_steps.csv")
-        else:
-            row = json.loads(out.strip().splitlines()[-1])
+        row = json.loads(out.strip().splitlines()[-1]) if reference else _steps_row(Path(tmp) / "run_llm_steps.csv")
     cpu, tokens, wall, lateness_p99 = w.cpu_s, w.tokens, w.wall_s, w.lateness_p99_ms
     return {
         "generator": kind + (" (TLS)" if origin in CA else ""),
@@ -113,8 +113,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=25.0, help="Run time per measurement (default: 25).")
     parser.add_argument(
         "--generators",
-        default="locust-llm,aiohttp",
-        help="Which generators: locust-llm, aiohttp (the reference), locust-llm-sdk (default: locust-llm,aiohttp).",
+        default="locust-llm,aiohttp,raw",
+        help="Which generators: locust-llm, aiohttp (the reference), raw (the floor: a bare asyncio Protocol), "
+        "locust-llm-sdk (default: locust-llm,aiohttp,raw).",
     )
     parser.add_argument(
         "--tls",
@@ -129,15 +130,21 @@ def main() -> None:
     for streams in (int(s) for s in args.streams.split(",")):
         for tls in (False, True) if args.tls else (False,):
             for kind in args.generators.split(","):
+                if kind == "raw" and tls:
+                    continue  # the floor speaks plain HTTP only
                 rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core))
     print(table(rows))
     print()
     by = {(r["generator"], r["streams"]): r for r in rows}
     for (kind, streams), row in by.items():
-        ref = by.get(("aiohttp" + (" (TLS)" if kind.endswith("(TLS)") else ""), streams))
-        if not kind.startswith("aiohttp") and ref and isinstance(row["us_per_token"], float) and ref["us_per_token"]:
-            ratio = row["us_per_token"] / ref["us_per_token"]
-            print(f"{streams:>4} streams: CPU per token {kind} / {ref['generator']} = {ratio:.2f}")
+        if kind.startswith(("aiohttp", "raw")) or not isinstance(row["us_per_token"], float):
+            continue
+        for base in ("aiohttp" + (" (TLS)" if kind.endswith("(TLS)") else ""), "raw"):
+            ref = by.get((base, streams))
+            if ref and isinstance(ref["us_per_token"], float) and ref["us_per_token"]:
+                ratio = row["us_per_token"] / ref["us_per_token"]
+                goal = " (goal <= 1.5: " + ("met" if ratio <= 1.5 else "NOT met") + ")" if base == "raw" else ""
+                print(f"{streams:>4} streams: CPU per token {kind} / {ref['generator']} = {ratio:.2f}{goal}")
 
 
 def _one(kind: str, streams: int, tls: bool, seconds: float, server_core: int | None, gen_core: int | None) -> dict:
