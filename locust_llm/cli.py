@@ -8,7 +8,6 @@ error), 3 the measurement is invalid.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import textwrap
 
@@ -68,7 +67,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def cmd_trend(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from locust_llm.reports.files import ReportInputError
+    from locust_llm.reports.files import ReportInputError, read_json_object
     from locust_llm.reports.trend import append_line, history_line, load_history
     from locust_llm.reports.trend_html import write_trend
 
@@ -81,12 +80,7 @@ def cmd_trend(args: argparse.Namespace) -> int:
         if args.append:
             if source.is_dir():
                 raise ConfigError(f"--append adds to a history.jsonl file, and {source} is a directory")
-            summary = Path(args.append)
-            try:
-                data = json.loads(summary.read_text(encoding="utf-8"))
-            except (OSError, ValueError) as exc:
-                raise ReportInputError(f"--append {summary}: not a readable summary.json ({exc})") from None
-            append_line(source, history_line(data, str(summary)))
+            append_line(source, history_line(read_json_object(args.append, "--append"), args.append))
         lines = load_history(source)
         out = Path(args.out) if args.out else (source if source.is_dir() else source.parent)
         code, text = write_trend(lines, out, args.window, args.max_drift_pct)

@@ -1,13 +1,15 @@
-"""Files of reports: one-line input errors, CSV reading, atomic writes."""
+"""Files of reports: one-line input errors, CSV and JSON reading, atomic writes."""
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import tempfile
 from pathlib import Path
+from typing import Any
 
-__all__ = ["ReportInputError", "open_csv", "write_text_atomic"]
+__all__ = ["ReportInputError", "open_csv", "read_json_object", "write_text_atomic"]
 
 
 class ReportInputError(ValueError):
@@ -23,6 +25,22 @@ def open_csv(path: Path) -> tuple[list[str], list[list[str]]]:
     if not rows or not any(rows[0]):
         raise ReportInputError(f"{path}: is empty (no header)")
     return rows[0], rows[1:]
+
+
+def read_json_object(path: str | Path, label: str, error: type[ValueError] = ReportInputError) -> dict[str, Any]:
+    """A JSON object from ``path``; ``error`` (one line naming ``label`` and the path) when it cannot be had."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise error(f"{label} {path} does not exist") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise error(f"{label} {path} cannot be read ({exc})") from None
+    except json.JSONDecodeError as exc:
+        raise error(f"{label} {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
+    if not isinstance(data, dict):
+        raise error(f"{label} {path} is not a JSON object")
+    return data
 
 
 def write_text_atomic(path: Path, text: str) -> None:

@@ -6,13 +6,12 @@ Used at the end of a run (``--llm-report DIR``, ``--baseline FILE``, from the ro
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from locust_llm.reports.compare import GateInputError, Thresholds, compare, format_comparison
-from locust_llm.reports.files import ReportInputError
+from locust_llm.reports.files import ReportInputError, read_json_object
 from locust_llm.reports.html import write_html
 from locust_llm.reports.load import LoadedRun
 from locust_llm.reports.summary import build_summary, console_summary, write_json
@@ -33,18 +32,7 @@ class ReportOutcome:
 
 def read_summary(path: str | Path, label: str) -> dict[str, Any]:
     """A ``summary.json`` as a dict; :class:`GateInputError` (one line, naming ``label`` and the path) if unreadable."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise GateInputError(f"{label} {path} does not exist") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise GateInputError(f"{label} {path} cannot be read ({exc})") from None
-    except json.JSONDecodeError as exc:
-        raise GateInputError(f"{label} {path} is not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(data, dict):
-        raise GateInputError(f"{label} {path} is not a JSON object")
-    return data
+    return read_json_object(path, label, GateInputError)
 
 
 def gate(baseline: dict[str, Any], current: dict[str, Any], thresholds: Thresholds) -> ReportOutcome:

@@ -38,7 +38,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from locust_llm.reports.files import ReportInputError
+from locust_llm.reports.files import ReportInputError, read_json_object
 
 __all__ = [
     "CONSISTENCY",
@@ -109,7 +109,7 @@ def load_history(path: str | Path) -> list[dict[str, Any]]:
         files = sorted({*path.rglob("summary.json"), *path.rglob("*_llm_summary.json")})
         if not files:
             raise ReportInputError(f"{path}: no summary.json below this directory")
-        lines = [history_line(_read_json(f), str(f)) for f in files]
+        lines = [history_line(read_json_object(f, "the summary"), str(f)) for f in files]
     elif path.is_file():
         lines = [_check(_parse(text, path, n), path, n) for n, text in enumerate(_read_lines(path), start=1)
                  if text.strip()]  # fmt: skip
@@ -125,16 +125,6 @@ def _read_lines(path: Path) -> list[str]:
         return path.read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as exc:
         raise ReportInputError(f"{path}: cannot read it ({exc})") from None
-
-
-def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ReportInputError(f"{path}: not readable JSON ({exc})") from None
-    if not isinstance(data, dict):
-        raise ReportInputError(f"{path}: not a locust-llm summary.json (a JSON object)")
-    return data
 
 
 def _parse(text: str, path: Path, number: int) -> Any:
