@@ -171,16 +171,19 @@ def append_line(history: str | Path, line: Mapping[str, Any]) -> None:
 
 # -- metrics ----------------------------------------------------------------------------------------------------
 
-WORSE_UP = ("ttft_p99_ms", "itl_p99_ms")
-WORSE_DOWN = ("recommended_users", "latency_knee_users", "peak_output_tok_s")
+WORSE_UP = ("ttft_p99_ms", "itl_p99_ms")  # every other metric is worse when it falls
+
+
+def knee_value(line: Mapping[str, Any], name: str) -> Any:
+    """``recommended`` or ``latency_knee`` of a history line, in its mode's unit (users, or req/s)."""
+    return line["knee"].get(f"{name}_rate_req_s" if line.get("mode") == "rate" else f"{name}_users")
 
 
 def _values(line: Mapping[str, Any]) -> dict[str, float]:
-    knee, steps = line["knee"], line["steps"]
-    rate = line.get("mode") == "rate"
+    steps = line["steps"]
     out: dict[str, float] = {}
     for name in ("recommended", "latency_knee"):
-        value = knee.get(f"{name}_rate_req_s" if rate else f"{name}_users")
+        value = knee_value(line, name)
         if isinstance(value, int | float):
             out[f"{name}_users"] = float(value)
     peaks = [s["output_tok_s"] for s in steps if isinstance(s.get("output_tok_s"), int | float)]

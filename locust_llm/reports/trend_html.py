@@ -19,7 +19,7 @@ from plotly.offline import get_plotlyjs
 
 from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.html import PAGE
-from locust_llm.reports.trend import CONSISTENCY, MIN_POINTS, Drift, changes, drift_gate
+from locust_llm.reports.trend import CONSISTENCY, MIN_POINTS, Drift, changes, drift_gate, knee_value
 
 __all__ = ["render_trend", "trend_text", "write_trend"]
 
@@ -51,13 +51,8 @@ def _add(fig: go.Figure, lines: Sequence[Mapping[str, Any]], name: str, value: A
                                  line={"color": color} if color else {}, **extra))  # fmt: skip
 
 
-def _knee(line: Mapping[str, Any], name: str) -> Any:
-    knee = line["knee"]
-    return knee.get(f"{name}_rate_req_s" if line.get("mode") == "rate" else f"{name}_users")
-
-
 def _bracket(line: Mapping[str, Any]) -> tuple[float, float]:
-    knee, value = line["knee"].get("latency_knee_bracket"), _knee(line, "latency_knee")
+    knee, value = line["knee"].get("latency_knee_bracket"), knee_value(line, "latency_knee")
     if not knee or value is None:
         return 0.0, 0.0
     return 0.0, max(0.0, float(knee[1]) - float(value))
@@ -71,7 +66,7 @@ def _step(line: Mapping[str, Any], load: float, key: str) -> Any:
 
 
 def _at_knee(line: Mapping[str, Any]) -> Any:
-    load = _knee(line, "latency_knee") or _knee(line, "recommended")
+    load = knee_value(line, "latency_knee") or knee_value(line, "recommended")
     return _step(line, load, "output_tok_s") if load is not None else None
 
 
@@ -82,7 +77,7 @@ def _mark_changes(fig: go.Figure, lines: Sequence[Mapping[str, Any]]) -> None:
                            font={"size": 10, "color": "#9467bd"})  # fmt: skip
 
 
-def _figure(title: str, y_title: str, lines: Sequence[Mapping[str, Any]]) -> go.Figure:
+def _figure(title: str, y_title: str) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=title, xaxis_title="run start (UTC)", yaxis_title=y_title, height=400,
                       margin={"t": 70}, legend={"orientation": "h", "y": -0.25})  # fmt: skip
@@ -94,24 +89,24 @@ def _figures(lines: Sequence[Mapping[str, Any]]) -> list[go.Figure]:
     valid = [line for line in lines if line["valid"]] or list(lines)
     loads = sorted(set.intersection(*({s["users"] for s in line["steps"]} for line in valid)))
     figures = []
-    cap = _figure("Recommended load and latency knee (bracket: where the bend lies)", unit, lines)
-    _add(cap, lines, "recommended", lambda line: _knee(line, "recommended"), "#2ca02c")
-    _add(cap, lines, "latency knee (TTFT p99)", lambda line: _knee(line, "latency_knee"), "#d62728", _bracket)
+    cap = _figure("Recommended load and latency knee (bracket: where the bend lies)", unit)
+    _add(cap, lines, "recommended", lambda line: knee_value(line, "recommended"), "#2ca02c")
+    _add(cap, lines, "latency knee (TTFT p99)", lambda line: knee_value(line, "latency_knee"), "#d62728", _bracket)
     figures.append(cap)
     for key, title in (("ttft_p99_ms", "TTFT p99 at each load (ms)"), ("itl_p99_ms", "ITL p99 at each load (ms)")):
-        fig = _figure(title, "ms (log scale)", lines)
+        fig = _figure(title, "ms (log scale)")
         fig.update_yaxes(type="log")  # a rise from 30 to 120 ms shows beside one from 700 to 1,100 ms
         for load in loads:
             _add(fig, lines, f"{load:g} {unit}", lambda line, load=load, key=key: _step(line, load, key))
         figures.append(fig)
-    tput = _figure("Output tokens/s at the knee", "tokens/s", lines)
+    tput = _figure("Output tokens/s at the knee", "tokens/s")
     _add(tput, lines, "output tok/s at the knee", _at_knee, "#1f77b4")
     figures.append(tput)
-    share = _figure("Share of requests answered HTTP 429", "share", lines)
+    share = _figure("Share of requests answered HTTP 429", "share")
     _add(share, lines, "429 share", lambda line: line.get("share_429"), "#ff7f0e")
     figures.append(share)
     if any(line.get("cost_per_1k_responses_usd") is not None for line in lines):
-        cost = _figure("Cost per 1,000 responses (USD)", "USD", lines)
+        cost = _figure("Cost per 1,000 responses (USD)", "USD")
         _add(cost, lines, "cost per 1k responses", lambda line: line.get("cost_per_1k_responses_usd"), "#8c564b")
         figures.append(cost)
     for fig in figures:

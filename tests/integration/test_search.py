@@ -9,9 +9,11 @@ C (k + 1) <= u* <= C (k + 1.2).
 
 import json
 import math
+import re
 
 import pytest
 
+from tests.integration.test_report_browser import chromium, headless
 from tests.integration.test_web_ui import fetch, wait_for, web_ui
 from tests.support.procs import distributed_run, read_csv, run_locust, sim
 
@@ -65,6 +67,15 @@ def test_every_probe_is_a_step_row_in_the_order_run_and_logged_as_it_happens(sla
     assert "search [SLA: TTFT p99 <= 400 ms" in proc.stdout
     html = (out / "run_llm_report.html").read_text()
     assert "Search path [SLA: TTFT p99 &lt;= 400 ms" in html or "Search path [SLA: TTFT p99 <= 400 ms" in html
+
+
+def test_the_search_report_renders_in_chromium_with_its_path(sla_search, tmp_path):
+    _, out, _ = sla_search
+    proc = headless(chromium(), tmp_path / "profile", "--dump-dom", (out / "run_llm_report.html").as_uri())
+    status = re.search(r'id="render-status">rendered (\d+) charts, (\d+) errors<', proc.stdout)
+    assert status, proc.stderr[-2000:]
+    assert int(status.group(1)) >= 6 and status.group(2) == "0"  # the search path above the usual charts
+    assert "Search path" in proc.stdout
 
 
 def test_a_master_with_two_workers_finds_the_knee(tmp_path):
