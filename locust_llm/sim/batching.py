@@ -3,19 +3,28 @@
 The engine runs in *steps* (one forward pass each) back to back while it has work:
 
 1. **Grow running sequences.** In admission order, every running sequence that is already prefilled needs room for
-   its next token: ``blocks(prompt + generated + 1)`` KV blocks of ``block_tokens``. When the cache cannot hold
-   that, the most recently admitted sequence is *preempted* (its blocks are freed; it goes back to the front of the
-   queue and will recompute ``prompt + generated`` tokens when readmitted), until the growth fits.
+   its next token: ``blocks(prompt + generated + 1 - shared)`` KV blocks of ``block_tokens`` of its own (see
+   *sharing*). When the cache cannot hold that, the most recently admitted sequence is *preempted* (its blocks are
+   freed; it goes back to the front of the queue and will recompute ``prompt + generated`` tokens when
+   readmitted), until the growth fits.
 2. **Admit** (only when nothing was preempted): from the FIFO queue, in order, while fewer than ``max_batch`` run,
-   the head's ``blocks(prompt + generated + 1)`` fit in the cache minus a ``watermark`` share, and the prefill
-   budget of the step (``max_prefill_tokens``) is not exceeded (one admission per step is always allowed). A head
-   that does not fit blocks everyone behind it (strict FIFO), so TTFT grows with the queue depth.
+   the head's own ``blocks(prompt + generated + 1 - shared)`` (plus its shared prefix's blocks when no running
+   sequence holds them yet) fit in the cache minus a ``watermark`` share, and the prefill budget of the step
+   (``max_prefill_tokens``) is not exceeded (one admission per step is always allowed). A head that does not fit
+   blocks everyone behind it (strict FIFO), so TTFT grows with the queue depth.
 3. **Duration** ``= decode_ms(n_decoding) + prefill_ms_per_1k * uncached_prefill_tokens / 1000`` (at least
    ``min_step_ms``), where ``decode_ms(b)`` is the first entry of the step table whose batch bound is ``>= b``:
    ITL grows stepwise at the table's (power-of-two) boundaries. Uncached prefill tokens are the prompt tokens not
-   covered by a prefix-cache hit (see :mod:`.prefix`), plus the tokens generated before a preemption.
+   covered by the longest prefix-cache hit among the request's ``lookups`` (see :mod:`.prefix`; that hit is the
+   request's ``cached_tokens``), plus the tokens generated before a preemption.
 4. **Emit** at the step's end: one token for every sequence of the step (a prefill produces the first token).
    Finished sequences free their blocks.
+
+**Sharing** (as vLLM's automatic prefix caching and SGLang's radix cache store a prefix once): sequences with the
+same shareable prefix (``prefix_key``, a system prompt or a marked prefix) hold its ``shared = floor(P / block)``
+full blocks together: the first running holder takes them, the last one to finish (or be preempted) frees them.
+``N`` running sequences sharing a ``P``-token prefix so use ``blocks(P)`` once plus their own tokens, not
+``N * blocks(P + own)``. The partial last block of a prefix is not shared, as in vLLM.
 
 Arrivals only join at a step start that is not earlier than their arrival, so results depend on arrival times, not
 on when the caller happens to call :meth:`advance`.
@@ -97,9 +106,12 @@ class BatchParams:
 class _Seq:
     req: SeqRequest
     arrival_ns: int
+    shared_blocks: int = 0  # full blocks of its shareable prefix, held with the other sequences sharing it
+    shared_tokens: int = 0
     order: int = 0
     generated: int = 0
-    blocks: int = 0
+    blocks: int = 0  # its own blocks
+    holding: bool = False  # it counts among its prefix's holders
     prefilled: bool = False
     preempted: int = 0
 
@@ -131,12 +143,17 @@ class BatchingEngine:
     steps: int = 0
     used_blocks: int = 0
     peak_used_blocks: int = 0
+    shared_blocks: int = 0  # blocks of shared prefixes now held (counted once in used_blocks)
 
     def __post_init__(self) -> None:
         self._waiting: deque[_Seq] = deque()
         self._running: dict[int, _Seq] = {}
         self._step: _Step | None = None
         self._order = 0
+        self._holders: dict[str, int] = {}  # shareable prefix -> running sequences holding it
+        self.cached_tokens: dict[int, int] = {}
+        """seq_id -> prompt tokens served from the prefix cache (its usage's ``cached_tokens``); the caller pops it
+        when the sequence ends."""
         self.prefix = PrefixCache(self.params.prefix_cache_tokens, self.params.prefix_ttl_s)
 
     # -- interface -------------------------------------------------------------------------------------------
@@ -158,6 +175,9 @@ class BatchingEngine:
                 f"({self.params.usable_blocks * self.params.block_tokens} usable tokens)"
             )
         item = _Seq(seq, now_ns)
+        if seq.prefix_key is not None:
+            item.shared_blocks = seq.prefix_tokens // self.params.block_tokens
+            item.shared_tokens = item.shared_blocks * self.params.block_tokens
         if self._step is None:
             self._waiting.append(item)
             self._begin_step(now_ns)
@@ -166,6 +186,7 @@ class BatchingEngine:
             self._waiting.append(item)
 
     def cancel(self, seq_id: int, now_ns: int) -> None:
+        self.cached_tokens.pop(seq_id, None)
         item = self._running.pop(seq_id, None)
         if item is not None:
             self._free(item)
@@ -214,7 +235,7 @@ class BatchingEngine:
         running = self._running
         preempted = False
         for seq in list(running.values()):
-            if (seq.req.prompt_tokens + seq.generated + 1) <= seq.blocks * bt:
+            if (seq.req.prompt_tokens + seq.generated + 1 - seq.shared_tokens) <= seq.blocks * bt:
                 continue  # room for the next token in its last block: the usual case
             if seq.req.seq_id not in running or not seq.prefilled:
                 continue
@@ -236,8 +257,12 @@ class BatchingEngine:
             head = self._waiting[0]
             if head.arrival_ns > start_ns:
                 break
-            need = p.blocks_for(head.length + 1)
-            if self.used_blocks + need > p.usable_blocks:
+            need = p.blocks_for(head.length + 1 - head.shared_tokens)
+            key = head.req.prefix_key
+            if (
+                self.used_blocks + need + (head.shared_blocks if key and not self._holders.get(key) else 0)
+                > p.usable_blocks
+            ):
                 break
             tokens = head.length
             if admitted and tokens > budget:
@@ -247,6 +272,7 @@ class BatchingEngine:
             self._order += 1
             head.order = self._order
             self._running[head.req.seq_id] = head
+            self._hold(head)
             self._take(head, need)
             if not head.preempted:
                 self.admitted += 1
@@ -254,13 +280,15 @@ class BatchingEngine:
         return admitted
 
     def _uncached(self, seq: _Seq, now_ns: int) -> int:
+        """The tokens ``seq`` must prefill: all but the longest cached prefix among its lookups."""
         req = seq.req
-        if req.prefix_key is None or req.prefix_tokens <= 0:
-            return seq.length
-        if self.prefix.lookup(req.prefix_key, now_ns):
-            self.prefix_hits += 1
-            self.prefix_hit_tokens += req.prefix_tokens
-            return seq.length - req.prefix_tokens
+        lookups = req.lookups or (((req.prefix_key, req.prefix_tokens),) if req.prefix_key is not None else ())
+        for key, tokens in lookups:
+            if tokens > 0 and self.prefix.lookup(key, now_ns):
+                self.prefix_hits += 1
+                self.prefix_hit_tokens += tokens
+                self.cached_tokens[req.seq_id] = tokens
+                return max(0, seq.length - tokens)
         return seq.length
 
     def _finish_step(self, step: _Step, out: list[Emission]) -> None:
@@ -293,9 +321,36 @@ class BatchingEngine:
         self.used_blocks += blocks
         self.peak_used_blocks = max(self.peak_used_blocks, self.used_blocks)
 
+    def _hold(self, seq: _Seq) -> None:
+        """``seq`` joins its shareable prefix's holders; the first one takes the prefix's blocks."""
+        key = seq.req.prefix_key
+        if key is None or seq.shared_blocks == 0:
+            return
+        holders = self._holders.get(key, 0)
+        if holders == 0:
+            self.shared_blocks += seq.shared_blocks
+            self._take_shared(seq.shared_blocks)
+        self._holders[key] = holders + 1
+        seq.holding = True
+
+    def _take_shared(self, blocks: int) -> None:
+        self.used_blocks += blocks
+        self.peak_used_blocks = max(self.peak_used_blocks, self.used_blocks)
+
     def _free(self, seq: _Seq) -> None:
         self.used_blocks -= seq.blocks
         seq.blocks = 0
+        if seq.holding:
+            seq.holding = False
+            key = seq.req.prefix_key
+            assert key is not None
+            holders = self._holders[key] - 1
+            if holders:
+                self._holders[key] = holders
+            else:
+                del self._holders[key]
+                self.used_blocks -= seq.shared_blocks
+                self.shared_blocks -= seq.shared_blocks
 
     def _preempt(self, seq: _Seq) -> None:
         del self._running[seq.req.seq_id]

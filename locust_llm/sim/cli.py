@@ -69,6 +69,8 @@ _MODEL_FLAGS: dict[str, tuple[str, Callable[[str, str], Any], str]] = {
     "--context-tokens": ("context_tokens", _number(int), "Context size; longer requests get HTTP 400."),
     "--output-fraction": ("output_fraction", _number(float),
                           "Output lengths drawn in [F * max_tokens, max_tokens]; 1 = fixed."),
+    "--reasoning-tokens": ("reasoning_tokens", _number(int),
+                           "A reasoning model: stream this many reasoning_content tokens before each answer."),
 }  # fmt: skip
 
 
@@ -100,8 +102,9 @@ SIM_FLAGS: tuple[Flag, ...] = (
               "response (0: close at once). A request sent meanwhile on the connection gets no byte of answer, as "
               "with real servers.", _number(float)),
     _sim_flag("--stall-s", "600", "How long a 'stall' fault holds.", _number(float)),
-    _sim_flag("--prefix-cache", "auto", "Cache prompt prefixes: auto (system prompts and cache_control-marked "
-              "prefixes), hint (only cache_control-marked), off.",
+    _sim_flag("--prefix-cache", "auto", "Cache prompt prefixes: auto (every prefix, as vLLM's automatic prefix "
+              "caching: system prompts, marked prefixes and conversation histories; a system prompt's KV shared), "
+              "hint (only cache_control-marked prefixes, shared; as providers with explicit cache hints), off.",
               lambda text, flag: parse_choice(text, flag, ("auto", "hint", "off"))),
     _sim_flag("--tls", None, "Serve HTTPS with a certificate made at start, signed by a throw-away CA whose file is "
               "printed ('TLS CA: PATH'); trust it with locust-llm's --ca-bundle.", switch=True),

@@ -20,6 +20,8 @@ class ModelSpec:
 
     Each replica is an independent engine; a request goes to the replica with the least work. Output lengths are
     drawn per request, uniformly in ``[output_fraction * max_tokens, max_tokens]`` (1.0 = always ``max_tokens``).
+    A reasoning model (``reasoning_tokens`` > 0) streams its first ``min(reasoning_tokens, output - 1)`` tokens as
+    ``reasoning_content``: they are generated tokens like any other (KV, step time, usage), the answer follows.
     """
 
     name: str
@@ -31,6 +33,7 @@ class ModelSpec:
     context_tokens: int = 8192
     output_fraction: float = 1.0
     overload_queue: int | None = None
+    reasoning_tokens: int = 0
 
     def __post_init__(self) -> None:
         if self.engine not in ("batching", "pacing"):
@@ -43,6 +46,8 @@ class ModelSpec:
             raise ValueError("context_tokens must be >= 1")
         if self.overload_queue is not None and self.overload_queue < 0:
             raise ValueError("overload_queue must be >= 0")
+        if self.reasoning_tokens < 0:
+            raise ValueError(f"reasoning_tokens must be >= 0, got {self.reasoning_tokens}")
         if self.engine == "batching":
             usable = self.batch.usable_blocks * self.batch.block_tokens
             if self.context_tokens > usable:
@@ -136,6 +141,11 @@ def _small_gpu() -> tuple[ModelSpec, ...]:
     )
 
 
+def _reasoning() -> tuple[ModelSpec, ...]:
+    main = _default()[0]
+    return (dataclasses.replace(main, name="sim-reasoner", reasoning_tokens=48, output_fraction=1.0),)
+
+
 def _pacing() -> tuple[ModelSpec, ...]:
     return (ModelSpec("sim-llm", engine="pacing", pacing=PacingParams(ttft_ms=200, itl_ms=20, capacity=32)),)
 
@@ -145,6 +155,11 @@ PRESETS = {
     "grok-like": (_grok_like, "grok-sim: large KV cache; the wall is the provider cap of 48 concurrent requests"),
     "small-gpu": (_small_gpu, "sim-small: one small GPU, knee ~16 users (its batch limit), 503 beyond 64 queued"),
     "pacing": (_pacing, "sim-llm: fixed TTFT 200 ms / ITL 20 ms, 32 at once, FIFO queue"),
+    "reasoning": (
+        _reasoning,
+        "sim-reasoner: the default engine, thinking 48 tokens (reasoning_content) before each "
+        "answer; set with --reasoning-tokens",
+    ),
 }
 
 
@@ -157,7 +172,7 @@ def preset(name: str) -> tuple[ModelSpec, ...]:
 _BATCH_KEYS = {f.name for f in dataclasses.fields(BatchParams)}
 _PACING_KEYS = {"ttft_ms", "itl_ms", "capacity"}
 _LIMIT_KEYS = {"max_concurrent", "tpm", "retry_after_s"}
-_MODEL_KEYS = {"engine", "replicas", "context_tokens", "output_fraction", "overload_queue", "name"}
+_MODEL_KEYS = {"engine", "replicas", "context_tokens", "output_fraction", "overload_queue", "name", "reasoning_tokens"}
 
 
 def apply_overrides(spec: ModelSpec, overrides: dict[str, Any]) -> ModelSpec:

@@ -27,7 +27,10 @@ NS_PER_MS = 1_000_000
 class SeqRequest:
     """One generation request: ``output_tokens`` tokens will be generated after a prompt of ``prompt_tokens``.
 
-    ``prefix_key`` names the cacheable leading part of the prompt (``prefix_tokens`` long), if any.
+    ``prefix_key`` names the shareable cached leading part of the prompt (``prefix_tokens`` long: a system prompt or
+    a ``cache_control``-marked prefix), if any; ``lookups`` are the prefixes a prefix cache may already hold,
+    longest first, as ``(key, tokens)`` (a conversation's earlier turns among them; the shareable prefix when
+    empty).
     """
 
     seq_id: int
@@ -35,6 +38,7 @@ class SeqRequest:
     output_tokens: int
     prefix_key: str | None = None
     prefix_tokens: int = 0
+    lookups: tuple[tuple[str, int], ...] = ()
 
 
 class Emission(NamedTuple):

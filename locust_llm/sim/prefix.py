@@ -8,6 +8,10 @@ its messages (:func:`prefix_key`).
 **Cache** (:class:`PrefixCache`): an entry is a prefix key (a hash of the messages it covers) with its token count.
 A lookup hits when the key is present and was used within ``ttl_s`` (like an "ephemeral" cache entry); a hit
 refreshes it. Inserting beyond ``capacity_tokens`` evicts the least recently used entries.
+
+**Keys** are chained (:func:`chain_keys`): the key of ``messages[:j + 1]`` hashes the key of ``messages[:j]`` with
+message ``j``'s JSON, so every message boundary of a request has a key at the cost of hashing each message once,
+and a conversation's next turn finds its history (the previous turn's messages plus the reply) by key.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["PrefixCache", "cache_prefix", "prefix_key"]
+__all__ = ["PrefixCache", "cache_prefix", "chain_keys", "next_key", "prefix_key"]
 
 Message = dict[str, Any]
 
@@ -41,9 +45,24 @@ def _part_marked(message: Message) -> bool:
     return isinstance(content, list) and any(isinstance(p, dict) and "cache_control" in p for p in content)
 
 
+def next_key(previous: str, message: Message) -> str:
+    """The key of a prefix extended by ``message``: BLAKE2b (12 bytes, hex) of the previous key and its JSON."""
+    return hashlib.blake2b(previous.encode() + orjson.dumps(message), digest_size=12).hexdigest()
+
+
+def chain_keys(messages: Sequence[Message]) -> list[str]:
+    """The key of every leading part of ``messages``: ``keys[j]`` identifies ``messages[:j + 1]``."""
+    keys: list[str] = []
+    key = ""
+    for message in messages:
+        key = next_key(key, message)
+        keys.append(key)
+    return keys
+
+
 def prefix_key(prefix: Sequence[Message]) -> str:
-    """A stable identifier of a prefix: the BLAKE2b hash (12 bytes, hex) of its JSON."""
-    return hashlib.blake2b(orjson.dumps(list(prefix)), digest_size=12).hexdigest()
+    """A stable identifier of a (non-empty) prefix: the last of its :func:`chain_keys`."""
+    return chain_keys(prefix)[-1]
 
 
 class PrefixCache:

@@ -4,19 +4,24 @@ Checks, each answered like OpenAI's API (status, ``message``, ``param``, ``code`
 non-empty array of objects; ``model`` a served model (404 ``model_not_found`` otherwise); ``max_tokens`` (or
 ``max_completion_tokens``, default 16) an integer >= 1; ``stream`` a boolean; prompt plus ``max_tokens`` within
 the model's context (400 ``context_length_exceeded``). Prompt tokens are counted with
-:func:`locust_llm.tokens.estimate_prompt_tokens`; the cacheable prefix is found by :func:`.prefix.cache_prefix`.
+:func:`locust_llm.tokens.estimate_prompt_tokens`; the shareable cached prefix is found by
+:func:`.prefix.cache_prefix`. The prefixes a cache may hold (``lookups``, longest first) are, in ``auto`` mode,
+every leading part of the messages that ends before the last one (a conversation's history among them; its
+``history`` is the whole request, which the reply will extend), in ``hint`` mode the marked prefix alone. A prefix
+of messages ``0..j`` counts ``sum(4 + text tokens)`` tokens, the request's own 3 aside.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from locust_llm.sim.prefix import cache_prefix, prefix_key
-from locust_llm.tokens import estimate_prompt_tokens
+from locust_llm.sim.prefix import cache_prefix, chain_keys
+from locust_llm.tokens import content_text, count_text_tokens, estimate_prompt_tokens
 
 __all__ = ["BadRequest", "ChatRequest", "parse_chat_request"]
 
@@ -41,6 +46,8 @@ class ChatRequest:
     prompt_tokens: int
     prefix_key: str | None
     prefix_tokens: int
+    lookups: tuple[tuple[str, int], ...] = ()
+    history: tuple[str, int] | None = None  # (key, tokens) of the whole request, in auto mode
 
 
 def parse_chat_request(raw: bytes, contexts: Mapping[str, int], prefix_mode: str = "auto") -> ChatRequest:
@@ -80,7 +87,15 @@ def parse_chat_request(raw: bytes, contexts: Mapping[str, int], prefix_mode: str
             400,
             "context_length_exceeded",
         )
-    prefix = cache_prefix(messages, prefix_mode)
-    key = prefix_key(prefix) if prefix else None
-    prefix_tokens = estimate_prompt_tokens(prefix) - 3 if prefix else 0
-    return ChatRequest(model, messages, max_tokens, stream, include_usage, n_prompt, key, prefix_tokens)
+    if prefix_mode == "off":
+        return ChatRequest(model, messages, max_tokens, stream, include_usage, n_prompt, None, 0)
+    keys = chain_keys(messages)
+    tokens = list(itertools.accumulate(4 + count_text_tokens(content_text(m.get("content"))) for m in messages))
+    shared = len(cache_prefix(messages, prefix_mode))
+    key, prefix_tokens = (keys[shared - 1], tokens[shared - 1]) if shared else (None, 0)
+    if prefix_mode == "hint":
+        marked: tuple[tuple[str, int], ...] = ((key, prefix_tokens),) if key is not None else ()
+        return ChatRequest(model, messages, max_tokens, stream, include_usage, n_prompt, key, prefix_tokens, marked)
+    lookups = tuple((keys[j], tokens[j]) for j in range(len(messages) - 2, -1, -1))
+    return ChatRequest(model, messages, max_tokens, stream, include_usage, n_prompt, key, prefix_tokens, lookups,
+                       (keys[-1], tokens[-1]))  # fmt: skip

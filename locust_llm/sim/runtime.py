@@ -3,6 +3,11 @@ and counters, and the responses in flight.
 
 One timer per engine replica drives it: it wakes when the engine's next step ends, takes every emission due and
 writes each token straight to its stream's transport as one HTTP chunk. No coroutine wakes per token.
+
+A stream's first ``reasoning`` tokens go out as ``reasoning_content`` (a reasoning model's thinking), the rest as
+``content``. When it ends, its usage reports the prompt tokens its engine served from the prefix cache
+(``cached_tokens``), and, with automatic prefix caching, its whole conversation so far (the request's messages
+and this reply, :func:`~locust_llm.sim.prefix.next_key`) enters the cache, so that the next turn finds it.
 """
 
 from __future__ import annotations
@@ -24,9 +29,11 @@ from locust_llm.sim.config import ModelSpec, SimConfig
 from locust_llm.sim.engine import Emission, PacingEngine, SeqRequest
 from locust_llm.sim.faults import MID_STREAM
 from locust_llm.sim.limits import RateLimiter
+from locust_llm.sim.prefix import next_key
 from locust_llm.sim.tokens import TOKEN_JSON, token_id, token_text
 from locust_llm.sim.truth import open_loop_truth, saturation_users, steady_state
 from locust_llm.sim.wire import ChunkFormat, frame
+from locust_llm.tokens import count_text_tokens
 
 __all__ = ["EARLY_NS", "LATE_NS", "REFERENCE_WORKLOAD", "BehindWatch", "ModelRuntime", "Replica", "Stream"]
 
@@ -45,14 +52,18 @@ class Stream:
     """One response in flight. Streaming ones write SSE chunks to ``transport``; others collect text."""
 
     __slots__ = (
+        "cached",
         "done",
         "fault",
         "fault_at",
         "fmt",
         "head",
+        "history",
         "key",
         "output_tokens",
         "prompt_tokens",
+        "reasoning",
+        "reasoning_head",
         "seq_id",
         "tail",
         "text",
@@ -70,8 +81,15 @@ class Stream:
         done: asyncio.Future[None],
         key: str = "",
         fault: str | None = None,
+        reasoning: int = 0,
+        history: tuple[str, int] | None = None,
     ) -> None:
         self.seq_id = seq_id
+        self.cached = 0  # its cached prompt tokens, known when it ends
+        self.reasoning = reasoning
+        """How many of its first tokens are reasoning."""
+        self.history = history
+        """(key, tokens) of the request's messages, to cache with the reply when it ends (automatic caching)."""
         self.prompt_tokens = prompt_tokens
         self.output_tokens = output_tokens
         self.transport = transport
@@ -82,10 +100,16 @@ class Stream:
         self.text: list[str] = []
         self.fmt = ChunkFormat(seq_id, model, include_usage)
         self.head, self.tail = self.fmt.head, self.fmt.tail
+        self.reasoning_head = self.fmt.reasoning_head
 
-    def final_chunks(self, finish_reason: str) -> bytes:
+    def final_chunks(self, finish_reason: str, cached_tokens: int = 0) -> bytes:
         done = self.fault != "no-done"
-        return self.fmt.final_chunks(finish_reason, self.prompt_tokens, self.output_tokens, done)
+        return self.fmt.final_chunks(finish_reason, self.prompt_tokens, self.output_tokens, done, cached_tokens,
+                                     self.reasoning)  # fmt: skip
+
+    def reply(self, seed: int) -> str:
+        """The answer's text, as a client joins its content deltas."""
+        return "".join(token_text(seed, self.seq_id, i) for i in range(self.reasoning, self.output_tokens))
 
     def finish(self) -> None:
         if not self.done.done():
@@ -150,6 +174,8 @@ class Replica:
             transport = stream.transport
             if transport is None:
                 stream.text.append(token_text(seed, seq_id, index))
+                if last:
+                    stream.cached = self.ended(stream)
             elif transport.is_closing():
                 self.cancel(stream)
                 stream.finish()
@@ -158,9 +184,10 @@ class Replica:
                 self._inject(stream, transport)
                 continue
             else:
-                payload = stream.head + TOKEN_JSON[token_id(seed, seq_id, index)] + stream.tail
+                head = stream.head if index >= stream.reasoning else stream.reasoning_head
+                payload = head + TOKEN_JSON[token_id(seed, seq_id, index)] + stream.tail
                 if last:
-                    payload += stream.final_chunks("length")
+                    payload += stream.final_chunks("length", self.ended(stream))
                 transport.write(b"%x\r\n%b\r\n" % (len(payload), payload))  # type: ignore[attr-defined]
             lateness = clock() - at_ns
             record(lateness)
@@ -173,6 +200,19 @@ class Replica:
                 stream.finish()
         runtime.tokens_emitted += written
         runtime.late_tokens += late
+
+    def ended(self, stream: Stream) -> int:
+        """``stream`` has its last token: its cached prompt tokens, and its conversation so far cached (module
+        docstring)."""
+        engine = self.engine
+        if not isinstance(engine, BatchingEngine):
+            return 0
+        if stream.history is not None:
+            key, tokens = stream.history
+            text = "".join(stream.text) if stream.transport is None else stream.reply(self.runtime.seed)
+            reply_key = next_key(key, {"role": "assistant", "content": text})
+            engine.prefix.insert(reply_key, tokens + 4 + count_text_tokens(text), time.monotonic_ns())
+        return engine.cached_tokens.pop(stream.seq_id, 0)
 
     def _inject(self, stream: Stream, transport: asyncio.BaseTransport) -> None:
         """A mid-stream fault at token ``fault_at`` (see :mod:`.faults`)."""
@@ -270,16 +310,25 @@ class ModelRuntime:
         return {**truth, "rate_req_s": rate}
 
     def truth(
-        self, users: int | None = None, prompt: int | None = None, max_tokens: int | None = None
+        self, users: int | None = None, prompt: int | None = None, max_tokens: int | None = None, prefix: int = 0
     ) -> dict[str, Any]:
+        """The analytic truth (:mod:`~locust_llm.sim.truth`) for a workload; ``prefix``: the tokens of a shared,
+        cached prefix every prompt starts with (a system prompt this server caches)."""
         prompt = prompt or REFERENCE_WORKLOAD["prompt_tokens"]
         max_tokens = max_tokens or REFERENCE_WORKLOAD["max_tokens"]
         mean_output = round((1 + self.spec.output_fraction) / 2 * max_tokens)
         spec = self.spec
+        reasoning = min(spec.reasoning_tokens, mean_output - 1)
         out: dict[str, Any] = {
             "engine": spec.engine,
             "replicas": spec.replicas,
-            "workload": {"prompt_tokens": prompt, "max_tokens": max_tokens, "mean_output_tokens": mean_output},
+            "workload": {
+                "prompt_tokens": prompt,
+                "max_tokens": max_tokens,
+                "mean_output_tokens": mean_output,
+                "shared_prefix_tokens": prefix,
+                "reasoning_tokens": reasoning,
+            },
             "provider_cap_users": spec.limits.max_concurrent,
             "limits": asdict(spec.limits),
         }
@@ -292,11 +341,12 @@ class ModelRuntime:
                 out["steady"] = {"users": users, "ttft_s": p.steady_ttft_s(per, mean_output), "itl_s": p.itl_ms / 1e3}
             return out
         b = spec.batch
-        out["saturation_users"] = saturation_users(b, prompt, mean_output) * spec.replicas
+        out["saturation_users"] = saturation_users(b, prompt, mean_output, prefix) * spec.replicas
         out["params"] = {**asdict(b), "decode_table": [list(x) for x in b.decode_table]}
         if users:
-            steady = steady_state(b, -(-users // spec.replicas), prompt, mean_output)
-            out["steady"] = {**asdict(steady), "users": users, "output_tok_s": steady.output_tok_s * spec.replicas}
+            steady = steady_state(b, -(-users // spec.replicas), prompt, mean_output, prefix)
+            out["steady"] = {**asdict(steady), "users": users, "output_tok_s": steady.output_tok_s * spec.replicas,
+                             "answer_ttft_s": steady.ttft_s + reasoning * steady.itl_s}  # fmt: skip
         return out
 
 

@@ -123,14 +123,16 @@ class SimServer:
         loop = asyncio.get_running_loop()
         seq_id = next(self._seq)
         output = runtime.output_tokens(seq_id, chat.max_tokens)
-        seq = SeqRequest(seq_id, chat.prompt_tokens, output, chat.prefix_key, chat.prefix_tokens)
+        seq = SeqRequest(seq_id, chat.prompt_tokens, output, chat.prefix_key, chat.prefix_tokens, chat.lookups)
         replica = runtime.pick()
         close = fault == "close" or self.config.close_after_response
         if not chat.stream:
-            stream = Stream(seq_id, chat.model, chat.prompt_tokens, output, None, True, loop.create_future(), key)
+            stream = Stream(seq_id, chat.model, chat.prompt_tokens, output, None, True, loop.create_future(), key,
+                            history=chat.history)  # fmt: skip
             replica.submit(stream, seq)
             await stream.done
-            body = completion_body(stream.fmt, "".join(stream.text), stream.prompt_tokens, stream.output_tokens)
+            body = completion_body(stream.fmt, "".join(stream.text), stream.prompt_tokens, stream.output_tokens,
+                                   stream.cached)  # fmt: skip
             headers = {"Connection": "keep-alive"} if close else None
             resp = self._answer(runtime, web.Response(body=body, content_type="application/json", headers=headers))
             if close:
@@ -143,7 +145,7 @@ class SimServer:
         resp.enable_chunked_encoding()
         stream = Stream(
             seq_id, chat.model, chat.prompt_tokens, output, request.transport, chat.include_usage,
-            loop.create_future(), key, fault,
+            loop.create_future(), key, fault, min(runtime.spec.reasoning_tokens, output - 1), chat.history,
         )  # fmt: skip
         self._answer(runtime, resp)
         try:
@@ -214,15 +216,18 @@ class SimServer:
             prompt = int(q.get("prompt_tokens", "0")) or None
             max_tokens = int(q.get("max_tokens", "0")) or None
             rate = float(q.get("rate", "0"))
+            prefix = int(q.get("prefix_tokens", "0"))
+            marked = q.get("prefix_marked", "0") == "1"
             arrivals = parse_arrivals(q.get("arrivals", "poisson"))
         except ValueError as exc:
-            return _error(400, f"users, prompt_tokens and max_tokens must be integers, rate a number: {exc}",
-                          "invalid_request_error")  # fmt: skip
+            return _error(400, "users, prompt_tokens, max_tokens and prefix_tokens must be integers, rate a number: "
+                          f"{exc}", "invalid_request_error")  # fmt: skip
         runtime = self.models[name]
         if rate > 0:  # an open loop: replayed through a fresh engine (CPU-bound, once per run)
             truth = runtime.open_loop_truth(rate, arrivals, q.get("seed", "0"), prompt, max_tokens)
             return web.json_response(truth)
-        return web.json_response(runtime.truth(users or None, prompt, max_tokens))
+        shared = prefix if self.prefix_mode == "auto" or (self.prefix_mode == "hint" and marked) else 0
+        return web.json_response(runtime.truth(users or None, prompt, max_tokens, shared))
 
 
 def _api_key(request: web.Request) -> str:

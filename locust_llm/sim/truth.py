@@ -13,6 +13,12 @@ prompts of ``P`` tokens and ``N`` output tokens, with no think time:
 - **Above the knee.** ``S`` sequences run, one step lasts ``T(S)``, ``S / N`` requests end per step, so by
   Little's law a request spends ``R = U * N * T(S) / S`` in the system and ``TTFT = R - (N - 1) * T(S)``.
 - **Throughput** ``= b / T(b)`` tokens/s below the knee, ``S / T(S)`` above: it plateaus at the knee.
+- **A shared cached prefix** of ``C`` tokens (a system prompt every request starts with; see the engine's
+  *sharing*): its ``F = floor(C / block_tokens)`` full blocks are held once, so ``B`` counts each sequence's own
+  tokens ``blocks(P - F * block_tokens + g + 1)`` and ``S = min(max_batch, floor((usable_blocks - F) / B))``; the
+  prefix is served from the cache, so only ``P - C`` tokens are prefilled.
+- **A reasoning model** thinking ``R`` tokens first: its first *answer* token comes ``R`` steps after the first
+  token, ``TTFA = TTFT + R * ITL``.
 
 The analytic figures ignore the network and the spread of output lengths; :func:`replay_closed_loop` runs the
 engine itself against simulated clients with a given round-trip time, which is exact for the engine.
@@ -38,9 +44,12 @@ def _avg_blocks(p: BatchParams, prompt: int, output: int) -> float:
     return sum(p.blocks_for(prompt + g + 1) for g in range(output)) / output
 
 
-def saturation_users(p: BatchParams, prompt_tokens: int, output_tokens: int) -> int:
-    """``S``: the concurrency at which the KV cache (or ``max_batch``) is full and requests start to queue."""
-    return max(1, min(p.max_batch, int(p.usable_blocks / _avg_blocks(p, prompt_tokens, output_tokens))))
+def saturation_users(p: BatchParams, prompt_tokens: int, output_tokens: int, prefix_tokens: int = 0) -> int:
+    """``S``: the concurrency at which the KV cache (or ``max_batch``) is full and requests start to queue; with a
+    shared prefix of ``prefix_tokens``, its full blocks counted once (module docstring)."""
+    shared = min(prefix_tokens, prompt_tokens) // p.block_tokens
+    own = _avg_blocks(p, prompt_tokens - shared * p.block_tokens, output_tokens)
+    return max(1, min(p.max_batch, int((p.usable_blocks - shared) / own)))
 
 
 @dataclass(frozen=True)
@@ -58,15 +67,17 @@ def _step_s(p: BatchParams, batch: float, prompt: int, output: int) -> float:
     return (decode + p.prefill_ms(prompt * batch / output)) / 1000.0
 
 
-def steady_state(p: BatchParams, users: int, prompt_tokens: int, output_tokens: int) -> SteadyState:
+def steady_state(p: BatchParams, users: int, prompt_tokens: int, output_tokens: int, prefix_tokens: int = 0
+                 ) -> SteadyState:  # fmt: skip
     """Analytic steady state for ``users`` closed-loop users (see the module docstring for the formulas)."""
     n = output_tokens
-    s = saturation_users(p, prompt_tokens, n)
+    s = saturation_users(p, prompt_tokens, n, prefix_tokens)
+    prefill = prompt_tokens - min(prefix_tokens, prompt_tokens)
     if users <= s:
         batch = users * n / (n + 1)
-        step = _step_s(p, batch, prompt_tokens, n)
+        step = _step_s(p, batch, prefill, n)
         return SteadyState(users, s, 2 * step, step, batch / step, False)
-    step = _step_s(p, s, prompt_tokens, n)
+    step = _step_s(p, s, prefill, n)
     response_s = users * n * step / s
     return SteadyState(users, s, response_s - (n - 1) * step, step, s / step, True)
 
@@ -89,11 +100,13 @@ def replay_closed_loop(
     rtt_ms: float = 1.0,
     output_fraction: float = 1.0,
     seed: int = 0,
+    prefix_tokens: int = 0,
 ) -> Replay:
     """Run the engine against ``users`` simulated clients that resubmit ``rtt_ms`` after each answer ends.
 
     Users start ``rtt_ms / users`` apart. Output lengths are drawn as the simulator draws them (uniformly in
-    ``[output_fraction * output_tokens, output_tokens]``, seeded per request). Returns every TTFT (in submission
+    ``[output_fraction * output_tokens, output_tokens]``, seeded per request); every prompt starts with the same
+    cacheable, shared prefix of ``prefix_tokens`` (0: none). Returns every TTFT (in submission
     order) and ITL gap (seconds), the tokens generated and the engine afterwards.
     """
     engine = BatchingEngine(p)
@@ -120,7 +133,8 @@ def replay_closed_loop(
                 else random.Random(seed * 7_777_777 + next_id).randint(low, output_tokens)
             )
             tokens += n
-            engine.submit(SeqRequest(next_id, prompt_tokens, n), now)
+            prefix = "prefix" if prefix_tokens else None
+            engine.submit(SeqRequest(next_id, prompt_tokens, n, prefix, prefix_tokens), now)
             sent[next_id] = now - rtt // 2
             next_id += 1
             continue
@@ -135,6 +149,7 @@ def replay_closed_loop(
             last_token[e.seq_id] = arrival
             if e.last:
                 done += 1
+                engine.cached_tokens.pop(e.seq_id, None)
                 pending.append((e.at_ns + rtt, e.seq_id))
     return Replay(ttfts, itls, tokens, now / 1e9, engine)
 

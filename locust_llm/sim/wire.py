@@ -1,9 +1,12 @@
 """The simulator's wire format: OpenAI chat-completion chunks, HTTP/1.1 chunk framing, error bodies. Pure.
 
 A streamed answer is, each as an SSE ``data:`` event: a role chunk (``{"role": "assistant", "content": ""}``), one
-content chunk per token, a finish chunk (``finish_reason``), a ``usage`` chunk with ``choices: []`` when the request
-asked for ``stream_options.include_usage``, and ``data: [DONE]``. Content chunks share the role chunk's bytes
-around the content value (:attr:`ChunkFormat.head`, :attr:`ChunkFormat.tail`), so a token costs one concatenation.
+chunk per token (a reasoning model's first tokens as ``reasoning_content`` deltas, the answer's as ``content``), a
+finish chunk (``finish_reason``), a ``usage`` chunk with ``choices: []`` when the request asked for
+``stream_options.include_usage`` (with ``prompt_tokens_details.cached_tokens`` and
+``completion_tokens_details.reasoning_tokens``, as OpenAI and xAI send them), and ``data: [DONE]``. Token chunks
+share the role chunk's bytes around the token's value (:attr:`ChunkFormat.head`, :attr:`ChunkFormat.reasoning_head`,
+:attr:`ChunkFormat.tail`), so a token costs one concatenation.
 """
 
 from __future__ import annotations
@@ -24,15 +27,18 @@ def frame(payload: bytes) -> bytes:
     return b"%x\r\n%b\r\n" % (len(payload), payload)
 
 
-def usage(prompt_tokens: int, completion_tokens: int) -> dict[str, int]:
+def usage(prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0, reasoning_tokens: int = 0
+          ) -> dict[str, Any]:  # fmt: skip
     return {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-            "total_tokens": prompt_tokens + completion_tokens}  # fmt: skip
+            "total_tokens": prompt_tokens + completion_tokens,
+            "prompt_tokens_details": {"cached_tokens": cached_tokens},
+            "completion_tokens_details": {"reasoning_tokens": reasoning_tokens}}  # fmt: skip
 
 
 class ChunkFormat:
     """The chunks of one completion (``chatcmpl-sim{seq_id}``)."""
 
-    __slots__ = ("completion_id", "created", "head", "include_usage", "model", "tail")
+    __slots__ = ("completion_id", "created", "head", "include_usage", "model", "reasoning_head", "tail")
 
     def __init__(self, seq_id: int, model: str, include_usage: bool) -> None:
         self.completion_id = f"chatcmpl-sim{seq_id:012d}"
@@ -43,6 +49,8 @@ class ChunkFormat:
         cut = role.index(b'"content":""') + len(b'"content":')
         self.head = role[:cut].replace(b'"role":"assistant",', b"")
         """A content chunk's bytes before the JSON string of its token."""
+        self.reasoning_head = self.head.replace(b'"content":', b'"reasoning_content":')
+        """A reasoning chunk's bytes before the JSON string of its token."""
         self.tail = role[cut + 2 :]
         """A content chunk's bytes after the JSON string of its token."""
 
@@ -67,17 +75,19 @@ class ChunkFormat:
     def token_chunk(self, token_json: bytes) -> bytes:
         return self.head + token_json + self.tail
 
-    def final_chunks(self, finish_reason: str, prompt_tokens: int, completion_tokens: int, done: bool = True) -> bytes:
+    def final_chunks(self, finish_reason: str, prompt_tokens: int, completion_tokens: int, done: bool = True,
+                     cached_tokens: int = 0, reasoning_tokens: int = 0) -> bytes:  # fmt: skip
         """The finish chunk, the usage chunk (when asked for) and, unless ``done`` is False, ``[DONE]``."""
         out = self.chunk({}, finish_reason)
         if not done:
             return out
         if self.include_usage:
-            out += self.chunk(None, None, usage(prompt_tokens, completion_tokens))
+            out += self.chunk(None, None, usage(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens))
         return out + DONE
 
 
-def completion_body(fmt: ChunkFormat, text: str, prompt_tokens: int, completion_tokens: int) -> bytes:
+def completion_body(fmt: ChunkFormat, text: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+                    ) -> bytes:  # fmt: skip
     """A non-streamed ``chat.completion``."""
     return orjson.dumps(
         {
@@ -94,7 +104,7 @@ def completion_body(fmt: ChunkFormat, text: str, prompt_tokens: int, completion_
                     "finish_reason": "length",
                 }
             ],
-            "usage": usage(prompt_tokens, completion_tokens),
+            "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
         }
     )
 

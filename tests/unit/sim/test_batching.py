@@ -34,10 +34,12 @@ def drain(engine, until_ns=10**15):
 
 def check_accounting(engine):
     running = engine._running.values()
-    assert engine.used_blocks == sum(s.blocks for s in running)
+    held = {s.req.prefix_key: s.shared_blocks for s in running if s.holding}
+    assert engine.shared_blocks == sum(held.values())  # each shared prefix counted once
+    assert engine.used_blocks == sum(s.blocks for s in running) + engine.shared_blocks
     assert engine.used_blocks <= engine.params.kv_blocks
     for s in running:
-        assert s.blocks >= engine.params.blocks_for(s.length) or not s.prefilled
+        assert s.blocks + s.shared_blocks >= engine.params.blocks_for(s.length) or not s.prefilled
 
 
 def test_first_token_after_one_prefill_step_then_one_token_per_decode_step():
@@ -206,3 +208,63 @@ def test_determinism():
         return drain(engine)
 
     assert run() == run()
+
+
+def test_sequences_sharing_a_cached_prefix_hold_it_once():
+    """N running sequences sharing a P-token prefix use blocks(P) once plus their own tokens."""
+    engine = BatchingEngine(params(kv_blocks=200, max_batch=16, prefill_ms_per_1k=0.0))
+    for i in range(1, 9):  # 8 sequences of a 640-token shared prefix (40 blocks) + 20 tokens of their own
+        engine.submit(SeqRequest(i, 660, 4, prefix_key="sys", prefix_tokens=640), 0)
+    engine.advance(engine.next_event_ns())
+    engine.advance(engine.next_event_ns())  # all admitted by now
+    assert engine.running == 8
+    assert engine.shared_blocks == 40 and engine.used_blocks == 40 + 8 * 2  # not 8 x blocks(660) = 336 > 200
+    check_accounting(engine)
+    drain(engine)
+    assert engine.used_blocks == 0 and engine.shared_blocks == 0 and engine.finished == 8
+
+
+def test_without_a_shared_prefix_the_same_load_queues():
+    engine = BatchingEngine(params(kv_blocks=200, max_batch=16, prefill_ms_per_1k=0.0))
+    for i in range(1, 9):
+        engine.submit(SeqRequest(i, 660, 4), 0)
+    drain(engine, engine.next_event_ns())
+    assert engine.running == 4 and engine.waiting == 4  # 42 blocks each: four fit in 200
+
+
+def test_the_partial_last_block_of_a_prefix_is_not_shared():
+    engine = BatchingEngine(params(kv_blocks=200, prefill_ms_per_1k=0.0))
+    engine.submit(SeqRequest(1, 100, 4, prefix_key="p", prefix_tokens=40), 0)  # 2 full blocks of 40 tokens
+    engine.advance(engine.next_event_ns())
+    (seq,) = engine._running.values()
+    assert seq.shared_blocks == 2 and seq.blocks == engine.params.blocks_for(100 + 1 - 32)
+
+
+@given(st.lists(st.tuples(st.integers(1, 300), st.integers(1, 40), st.sampled_from([None, "a", "b"])),
+                min_size=1, max_size=30), st.integers(0, 100), st.integers(0, 100))  # fmt: skip
+@settings(max_examples=60, deadline=None)
+def test_sharing_accounting_holds_through_preemption_and_cancellation(seqs, prefix_a, prefix_b):
+    engine = BatchingEngine(params(kv_blocks=48, max_batch=8, prefill_ms_per_1k=1.0))
+    prefixes = {"a": prefix_a, "b": prefix_b}  # a key names one prefix: the same tokens in every request
+    for i, (own, output, key) in enumerate(seqs, start=1):
+        prefix = prefixes[key] if key else 0
+        prompt = prefix + own
+        if engine.params.blocks_for(prompt + output) > engine.params.usable_blocks:
+            continue
+        engine.submit(SeqRequest(i, prompt, output, key, prefix), i * MS)
+        if i % 7 == 0:
+            engine.cancel(i - 3, i * MS)
+    while (t := engine.next_event_ns()) is not None:
+        engine.advance(t)
+        check_accounting(engine)
+    assert engine.used_blocks == 0 and engine.shared_blocks == 0 and not engine._holders
+
+
+def test_the_longest_cached_lookup_is_the_hit_and_its_tokens_are_reported():
+    engine = BatchingEngine(params(kv_blocks=256))
+    engine.prefix.insert("turn1", 300, 0)
+    engine.prefix.insert("sys", 100, 0)
+    engine.submit(SeqRequest(1, 400, 1, lookups=(("turn2", 350), ("turn1", 300), ("sys", 100))), 0)
+    first = drain(engine)[0].at_ns
+    assert first == round(100 * 0.1 * MS)  # only 400 - 300 tokens prefilled
+    assert engine.cached_tokens.pop(1) == 300 and engine.prefix_hit_tokens == 300

@@ -1,7 +1,7 @@
 import orjson
 import pytest
 
-from locust_llm.sim.prefix import prefix_key
+from locust_llm.sim.prefix import chain_keys, next_key, prefix_key
 from locust_llm.sim.request import BadRequest, parse_chat_request
 from locust_llm.tokens import estimate_prompt_tokens
 
@@ -61,3 +61,27 @@ def test_the_context_limit_is_inclusive():
     with pytest.raises(BadRequest) as info:
         parse({"model": "m", "messages": [USER], "max_tokens": 84})
     assert info.value.code == "context_length_exceeded"
+
+
+def test_every_earlier_boundary_is_a_lookup_in_auto_mode_longest_first():
+    system = {"role": "system", "content": "s" * 40}
+    turn = [system, USER, {"role": "assistant", "content": "a" * 8}, {"role": "user", "content": "next"}]
+    chat = parse({"model": "m", "messages": turn})
+    keys = chain_keys(turn)
+    assert [k for k, _ in chat.lookups] == [keys[2], keys[1], keys[0]]
+    assert [t for _, t in chat.lookups] == [14 + 14 + 6, 14 + 14, 14]  # 4 per message plus its text's tokens
+    assert chat.history == (keys[3], 14 + 14 + 6 + 5)
+    assert chat.prefix_key == keys[0] and chat.prefix_tokens == 14  # the shared part: the system prompt
+    hint = parse({"model": "m", "messages": turn}, mode="hint")
+    assert hint.lookups == () and hint.history is None and hint.prefix_key is None
+
+
+def test_the_next_turn_finds_the_history_the_reply_completed():
+    """The simulator caches (request + its reply) under next_key; the next turn's lookups contain that key."""
+    first = [{"role": "user", "content": "q1"}]
+    chat = parse({"model": "m", "messages": first})
+    reply = " the of and"
+    cached = next_key(chat.history[0], {"role": "assistant", "content": reply})
+    second = parse({"model": "m", "messages": [*first, {"role": "assistant", "content": reply},
+                                               {"role": "user", "content": "q2"}]})  # fmt: skip
+    assert second.lookups[0] == (cached, chat.history[1] + 4 + 3)

@@ -59,3 +59,29 @@ def test_sla_capacity_lies_past_the_knee_and_below_where_the_mean_ttft_breaks_th
     assert s <= answer <= 2 * s  # a p99 is at least the mean: the limit is crossed no later than 2 s
     assert p99s[answer] <= limit_ms and all(v > limit_ms for u, v in p99s.items() if u > answer)
     assert sla_capacity(P, PROMPT, OUTPUT, 1.0, 0.001, 4 * s)[0] == 0  # nothing meets an impossible limit
+
+
+@pytest.mark.parametrize(("prompt", "prefix"), [(1030, 1000), (530, 512), (300, 100)])
+def test_a_shared_prefix_raises_the_knee_as_the_engine_shows(prompt, prefix):
+    """The analytic steady state with a shared prefix agrees with the engine's own replay on both sides of its
+    knee (outputs drawn in [32, 64], mean 48, so that users do not move in lock-step)."""
+    p = BatchParams(kv_blocks=400, decode_table=TABLE, prefill_ms_per_1k=25.0)
+    s_shared, s_alone = saturation_users(p, prompt, 48, prefix), saturation_users(p, prompt, 48)
+    assert s_shared > s_alone
+    for users in (s_shared - 2, 3 * s_shared):
+        replay = replay_closed_loop(p, users, prompt, 64, 8, output_fraction=0.5, prefix_tokens=prefix)
+        steady = steady_state(p, users, prompt, 48, prefix)
+        tail = statistics.median(replay.ttft_s[len(replay.ttft_s) // 2 :])
+        assert tail == pytest.approx(steady.ttft_s, rel=0.3), users
+        assert steady.queueing is (users > s_shared)
+
+
+def test_without_sharing_the_same_prompts_queue_at_the_lower_knee():
+    p = BatchParams(kv_blocks=400, decode_table=TABLE, prefill_ms_per_1k=25.0)
+    s_alone, s_shared = saturation_users(p, 1030, 48), saturation_users(p, 1030, 48, 1000)
+    users = 2 * s_alone  # well past the knee alone, far below it shared
+    assert users < s_shared
+    alone = replay_closed_loop(p, users, 1030, 64, 8, output_fraction=0.5)
+    shared = replay_closed_loop(p, users, 1030, 64, 8, output_fraction=0.5, prefix_tokens=1000)
+    assert statistics.median(alone.ttft_s[users:]) > 3 * statistics.median(shared.ttft_s[users:])
+    assert shared.output_tokens / shared.duration_s > 1.5 * alone.output_tokens / alone.duration_s
