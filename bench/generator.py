@@ -1,6 +1,6 @@
 """Generator accuracy and cost: locust-llm's user vs a minimal asyncio + aiohttp client, on one core.
 
-    python bench/generator.py [--streams 128,256,512] [--seconds 25] [--tls]
+    python bench/generator.py [--streams 128,256,512] [--seconds 25] [--tls] [--turns 4]
 
 A pacing server with known TTFT (200 ms) and ITL (20 ms) — the simulator's pacing engine — runs on one core; the
 generator under test runs alone on the other. For each stream count it prints, side by side from one run, the
@@ -9,7 +9,9 @@ locust-llm's ChatStreamUser with full recording (Locust events, per-step histogr
 client (bench/aiohttp_client.py), and (c) the floor, a bare asyncio ``Protocol`` that splits events on blank
 lines (bench/raw_client.py, plain HTTP only). CPU is read from /proc over the steady window (after the warm-up). With
 ``--tls`` each also runs over HTTPS (the server's certificate from its own CA, trusted with ``--ca-bundle``), so
-the cost of decrypting every token record shows against plain HTTP and against the reference over TLS.
+the cost of decrypting every token record shows against plain HTTP and against the reference over TLS. With
+``--turns N`` locust-llm also runs as conversations of N turns (each resending the history, the reply kept from
+the stream): its CPU per token against the single-turn run's, from the same run (goal <= 1.05).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 from _common import PY, ROOT, cores, cpu_s, pinned, start_server, stop, table
 
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
+TURNS_GOAL = 1.05
 
 
 CA: dict[str, str] = {}  # origin -> the CA file of a server started with --tls
@@ -69,12 +72,13 @@ def measure(cmd: list[str], core: int | None, origin: str, seconds: float, start
 def run_generator(kind: str, url: str, streams: int, seconds: float, core: int | None) -> dict:
     origin = url.rsplit("/v1", 1)[0]
     with tempfile.TemporaryDirectory() as tmp:
-        if kind in ("locust-llm", "locust-llm-sdk"):
-            locustfile = "locustfile.py" if kind == "locust-llm" else "locustfile_sdk.py"
+        if kind.startswith("locust-llm"):
+            locustfile = "locustfile_sdk.py" if kind == "locust-llm-sdk" else "locustfile.py"
             cmd = [PY, "-m", "locust", "-f", str(ROOT / locustfile), "--headless", "--host", url, "--model",
                    "sim-llm", "--steps", str(streams), "--step-duration", f"{seconds}s", "--warmup", f"{WARMUP_S}s",
                    "--max-tokens", str(MAX_TOKENS), "--csv", f"{tmp}/run", "--only-summary"]  # fmt: skip
             cmd += ["--ca-bundle", CA[origin]] if origin in CA else []
+            cmd += ["--turns", kind.split("--turns ")[1]] if "--turns " in kind else []
         else:
             client = "aiohttp_client.py" if kind == "aiohttp" else "raw_client.py"
             cmd = [PY, str(ROOT / "bench" / client), url, "sim-llm", str(streams), str(MAX_TOKENS),
@@ -118,18 +122,28 @@ def main() -> None:
         "locust-llm-sdk (default: locust-llm,aiohttp,raw).",
     )
     parser.add_argument(
+        "--turns",
+        type=int,
+        default=None,
+        help="Also run locust-llm as conversations of this many turns and print its CPU per token against the "
+        f"single-turn run's (goal <= {TURNS_GOAL}).",
+    )
+    parser.add_argument(
         "--tls",
         action="store_true",
         help="Also serve HTTPS (the simulator's --tls, its CA trusted "
         "by every generator): each generator runs over plain HTTP and over TLS, in the same run.",
     )
     args = parser.parse_args()
+    if args.turns is not None and args.turns < 2:
+        parser.error(f"--turns must be an integer >= 2, got {args.turns}")
+    generators = args.generators.split(",") + ([f"locust-llm --turns {args.turns}"] if args.turns else [])
     available = cores()
     server_core, gen_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
     rows = []
     for streams in (int(s) for s in args.streams.split(",")):
         for tls in (False, True) if args.tls else (False,):
-            for kind in args.generators.split(","):
+            for kind in generators:
                 if kind == "raw" and tls:
                     continue  # the floor speaks plain HTTP only
                 rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core))
@@ -138,6 +152,14 @@ def main() -> None:
     by = {(r["generator"], r["streams"]): r for r in rows}
     for (kind, streams), row in by.items():
         if kind.startswith(("aiohttp", "raw")) or not isinstance(row["us_per_token"], float):
+            continue
+        if "--turns" in kind:
+            single = by.get(("locust-llm", streams))
+            if single and isinstance(single["us_per_token"], float):
+                ratio = row["us_per_token"] / single["us_per_token"]
+                met = "met" if ratio <= TURNS_GOAL else "NOT met"
+                print(f"{streams:>4} streams: CPU per token {kind} / locust-llm = {ratio:.2f} (goal <= {TURNS_GOAL}: "
+                      f"{met})")  # fmt: skip
             continue
         for base in ("aiohttp" + (" (TLS)" if kind.endswith("(TLS)") else ""), "raw"):
             ref = by.get((base, streams))

@@ -183,6 +183,7 @@ class RunConfig:
             "prices": {
                 "input_usd_per_mtok": self.prices.input_usd_per_mtok,
                 "output_usd_per_mtok": self.prices.output_usd_per_mtok,
+                "cached_input_usd_per_mtok": self.prices.cached_input_usd_per_mtok,
             },
         }
 
@@ -190,6 +191,12 @@ class RunConfig:
 def _rates(v: Values) -> tuple[float, ...] | None:
     """``--rates``, which excludes ``--steps`` (other than its default)."""
     rates = v["rates"]
+    turns = v["turns"]
+    if rates and turns is not None and turns.high > 1:
+        raise ConfigError(
+            f"--turns applies to closed-loop users (--steps or --search): with --rates each arrival is one "
+            f"request, got --turns {turns.low}:{turns.high} with --rates"
+        )
     default_steps = next(f for f in FLAGS if f.dest == "steps").value(None)
     if rates and v["steps"] != default_steps:
         raise ConfigError(
@@ -232,7 +239,8 @@ def sla_from(v: Values) -> Sla:
 
 
 def prices_from(v: Values) -> Prices:
-    return Prices(input_usd_per_mtok=v["price_input_usd_per_mtok"], output_usd_per_mtok=v["price_output_usd_per_mtok"])
+    return Prices(input_usd_per_mtok=v["price_input_usd_per_mtok"], output_usd_per_mtok=v["price_output_usd_per_mtok"],
+                  cached_input_usd_per_mtok=v["price_cached_input_usd_per_mtok"])  # fmt: skip
 
 
 def thresholds_from(v: Values) -> Thresholds:
@@ -261,6 +269,9 @@ def workload_from(v: Values) -> Workload:
         cache_control=v["cache_control"],
         salt=None if v["salt"] == "auto" else v["salt"] == "on",
         extra_body=v["extra_body"],
+        turns=v["turns"],
+        think_time=v["think_time"],
+        max_context_tokens=v["max_context_tokens"],
     )
 
 

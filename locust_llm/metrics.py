@@ -2,7 +2,9 @@
 
 All times are integer nanoseconds from one monotonic clock (``time.perf_counter_ns()``) in one process:
 
-- ``TTFT = first_token_ns - sent_ns`` (request sent -> first chunk carrying generated text);
+- ``TTFT = first_token_ns - sent_ns`` (request sent -> first chunk carrying generated text of any kind);
+- ``answer TTFT (TTFA) = answer_ns - sent_ns`` (request sent -> first *answer* token: ``content`` or ``tool_calls``,
+  after a reasoning model's ``reasoning_content`` deltas; equal to TTFT for a model that does not reason);
 - ``ITL``: every gap between consecutive token chunks, ``token_ns[i] - token_ns[i - 1]`` (one sample per gap);
 - ``E2E = end_ns - sent_ns`` (request sent -> end of the stream);
 - ``TPOT = (E2E - TTFT) / (completion_tokens - 1)`` (needs at least 2 completion tokens);
@@ -112,6 +114,13 @@ class RequestResult:
     stale: bool = False  # failed before any response byte, as a reused keep-alive connection the server closed does
     started_ns: int = 0  # when the attempt began, before a reconnect if there was one (0: at sent_ns)
     cause: str = ""  # a systematic failure's signature (see SYSTEMATIC), e.g. "http_401" or "refused"
+    answer_ns: int = 0  # when the first answer token arrived (0: none)
+    reasoning_chunks: int = 0  # token chunks that carried reasoning only
+    cached_tokens: int = 0  # prompt tokens the server served from its prefix cache (usage)
+    reasoning_tokens: int = 0  # completion tokens spent reasoning (usage, or reasoning chunks counted)
+    reasoning_estimated: bool = False
+    turn: int = 0  # the turn of a conversation this request is (1-based; 0: not a conversation)
+    reply: str = ""  # the answer text, kept only for conversations
 
     @property
     def ok(self) -> bool:
@@ -136,10 +145,17 @@ class RequestResult:
         if not self.prompt_tokens and self.token_ns:
             self.prompt_tokens = prompt_tokens_estimate
             self.tokens_estimated = True
+        if not self.reasoning_tokens and self.reasoning_chunks:
+            self.reasoning_tokens = self.reasoning_chunks
+            self.reasoning_estimated = True
 
     @property
     def ttft_ns(self) -> int | None:
         return self.token_ns[0] - self.sent_ns if self.token_ns else None
+
+    @property
+    def answer_ttft_ns(self) -> int | None:
+        return self.answer_ns - self.sent_ns if self.answer_ns else None
 
     @property
     def e2e_ns(self) -> int:

@@ -39,7 +39,13 @@ from locust_llm.parsers import (
 )
 from locust_llm.shapes.arrivals import parse_arrivals, parse_rates
 from locust_llm.users.discipline import POLICIES
-from locust_llm.workload.prompts import load_prompt_file, parse_length, read_system_prompt
+from locust_llm.workload.prompts import (
+    load_prompt_file,
+    parse_length,
+    parse_think_time,
+    parse_turns,
+    read_system_prompt,
+)
 
 __all__ = [
     "FLAGS",
@@ -120,8 +126,11 @@ REPORT_FLAGS: tuple[Flag, ...] = (
          "LOCUST_LLM_SLA_MAX_ERROR_RATE", _optional_number(1.0), _SLA),
     Flag("--price-input-usd-per-mtok", None, "Price of 1M prompt tokens, USD.",
          "LOCUST_LLM_PRICE_INPUT_USD_PER_MTOK", _optional_number(), _SLA),
-    Flag("--price-output-usd-per-mtok", None, "Price of 1M completion tokens, USD.",
+    Flag("--price-output-usd-per-mtok", None, "Price of 1M completion tokens (reasoning tokens included), USD.",
          "LOCUST_LLM_PRICE_OUTPUT_USD_PER_MTOK", _optional_number(), _SLA),
+    Flag("--price-cached-input-usd-per-mtok", None, "Price of 1M prompt tokens served from the provider's prompt "
+         "cache (usage cached_tokens), USD. Default: the input price.",
+         "LOCUST_LLM_PRICE_CACHED_INPUT_USD_PER_MTOK", _optional_number(), _SLA),
 )  # fmt: skip
 """Flags shared by runs and ``locust-llm report``."""
 
@@ -182,6 +191,15 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--salt", "auto", "Prefix each user message with a random tag so that unintended cache hits do not flatter "
          "TTFT: on, off, or auto (on for synthetic prompts).", "LOCUST_LLM_SALT", _choice("on", "off", "auto"),
          "workload"),
+    Flag("--turns", "auto", "Conversations: each user holds one of N (or MIN:MAX, uniform) turns, each resending the "
+         "whole history, then starts another. auto: the prompt file's multi-turn conversations turn by turn, else "
+         "single requests. 1: single requests (a file conversation is sent whole).", "LOCUST_LLM_TURNS",
+         parse_turns, "workload"),
+    Flag("--think-time", "0", "Pause between the turns of a conversation: SECONDS or SECONDS:JITTER (uniform +-).",
+         "LOCUST_LLM_THINK_TIME", parse_think_time, "workload"),
+    Flag("--max-context-tokens", None, "End a conversation instead of sending a turn whose prompt plus max_tokens "
+         "would pass this many tokens (the model's context window).", "LOCUST_LLM_MAX_CONTEXT_TOKENS",
+         parse_positive_int, "workload"),
     Flag("--seed", None, "Seed of every random choice of the users (prompts, lengths, jitter).", "LOCUST_LLM_SEED",
          parse_int, "workload"),
     # client behaviour

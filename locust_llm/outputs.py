@@ -4,7 +4,7 @@ and the exit code, and the table printed at the end. Runs on the master or the s
 Files, with ``--csv PREFIX`` (or, with only ``--llm-report DIR``, ``PREFIX = DIR/locust-llm``):
 
 - ``{prefix}_llm_steps.csv`` and, on a master, ``{prefix}_llm_workers.csv``: every ``CSV_REFRESH_S`` seconds and
-  at the end (atomically replaced);
+  at the end (atomically replaced); with conversations (``--turns``) also ``{prefix}_llm_turns.csv``;
 - ``{prefix}_llm_run.json``: how the run was made (settings without secrets, model, host without credentials,
   start time, versions, and the embedded simulator's analytic truth);
 - ``summary.json`` and ``report.html``, made from the rows in memory: in ``--llm-report DIR``, or by default
@@ -30,9 +30,11 @@ import locust
 from locust_llm import __version__
 from locust_llm.collect.csvfile import steps_csv_path, workers_csv_path, write_csv
 from locust_llm.collect.rows import COLUMNS, WORKER_COLUMNS, StepRow, format_table
+from locust_llm.collect.turns import TURN_COLUMNS, TurnRow, turn_rows, turns_csv_path
 from locust_llm.reports.files import ReportInputError, write_text_atomic
 from locust_llm.reports.verdict import EXIT_INPUT
 from locust_llm.run import LLMRun
+from locust_llm.tokens import estimate_prompt_tokens
 
 __all__ = ["CSV_REFRESH_S", "SUMMARY_LOG_PREFIX", "csv_prefix", "finish", "print_results", "rows", "start_refresh"]
 
@@ -55,11 +57,22 @@ def rows(run: LLMRun) -> list[StepRow]:
     return run.collector.rows(config.validity, config.prices)
 
 
+def conversation_rows(run: LLMRun) -> list[TurnRow]:
+    """The per-turn rows of a run with conversations (``--turns``); none otherwise."""
+    config = run.require_config()
+    if not config.workload.conversations:
+        return []
+    collector = run.collector
+    return turn_rows(collector.results(), collector.windows(config.validity))
+
+
 def write_csvs(run: LLMRun) -> None:
     prefix = csv_prefix(run)
     if not prefix:
         return
     write_csv(steps_csv_path(prefix), COLUMNS, rows(run))
+    if run.require_config().workload.conversations:
+        write_csv(Path(turns_csv_path(prefix)), TURN_COLUMNS, conversation_rows(run))
     if run.role == "master":
         write_csv(workers_csv_path(prefix), WORKER_COLUMNS, run.collector.worker_rows())
 
@@ -98,7 +111,7 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
     if run.sim is not None and run.sim.url:
         ok = sum(r["ok"] for r in step_rows)
         prompt = round(sum(r["prompt_tokens"] for r in step_rows) / ok) if ok else 0
-        meta["simulator"] = run.sim.truth(run.model, prompt, config.max_tokens.mean)
+        meta["simulator"] = run.sim.truth(run.model, prompt, config.max_tokens.mean, **shared_prefix(config))
         if config.rates:  # a search's truth at each rate it probed
             probed = sorted({p["load"] for p in run.search["probes"]}) if run.search else config.rates
             meta["simulator"]["open_loop"] = [
@@ -107,6 +120,15 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
                 for rate in probed
             ]  # fmt: skip
     return meta
+
+
+def shared_prefix(config: Any) -> dict[str, int]:
+    """The truth's shared prefix: ``--system-prompt``'s tokens (whether the simulator caches it depends on its
+    ``--prefix-cache`` mode and ``--cache-control``)."""
+    system = config.workload.system_messages()
+    if not system:
+        return {}
+    return {"prefix_tokens": estimate_prompt_tokens(system) - 3, "prefix_marked": int(config.workload.cache_control)}
 
 
 def totals(run: LLMRun) -> dict[str, Any]:
@@ -154,7 +176,7 @@ def _report(run: LLMRun, prefix: str | None, step_rows: list[StepRow], meta: dic
     config = run.require_config()
     timeline = locust_timeline(prefix) if prefix else []
     path = steps_csv_path(prefix) if prefix else Path("-")
-    loaded = LoadedRun(step_rows, "llm_steps", path, run_meta=meta, timeline=timeline)
+    loaded = LoadedRun(step_rows, "llm_steps", path, run_meta=meta, timeline=timeline, turns=conversation_rows(run))
     outcome = make_report(loaded, report_paths(run, prefix), config.sla, config.prices, config.baseline,
                           config.gate)  # fmt: skip
     run.report_text = outcome.text

@@ -2,7 +2,9 @@
 
 For each attempt (:meth:`Recorder.record`): it is filed in the per-step statistics (the collector), and Locust's events
 ``TTFT``, ``ITL`` (one per gap, unless ``--locust-itl-events off``) and ``E2E`` (failures, with the classified
-message) fire with name = model. Client requests (retries and waits included), judged against the SLA
+message) fire with name = model; ``TTFA`` (time to the first answer token) too, from the first request that
+carried reasoning tokens on (so a model that does not reason shows no copy of ``TTFT``).
+Client requests (retries and waits included), judged against the SLA
 (:meth:`~locust_llm.sla.Sla.good`), and per-step counters are filed too.
 Every attempt also goes through the fail-fast rule (:mod:`locust_llm.failfast`).
 """
@@ -37,6 +39,7 @@ class Recorder:
         self.failfast = FailFast()
         self.sla = Sla()
         self.itl_events = True
+        self.reasoning_seen = False
 
     def configure(self, sla: Sla, itl_events: bool) -> None:
         self.sla = sla
@@ -57,6 +60,11 @@ class Recorder:
         if ttft is not None:
             fire(request_type="TTFT", name=model, response_time=ttft / 1e6, response_length=result.prompt_tokens,
                  exception=None, context={})  # fmt: skip
+            if result.reasoning_chunks or result.reasoning_tokens:
+                self.reasoning_seen = True
+            if self.reasoning_seen and result.answer_ns:
+                fire(request_type="TTFA", name=model, response_time=(result.answer_ns - result.sent_ns) / 1e6,
+                     response_length=result.reasoning_tokens, exception=None, context={})  # fmt: skip
             for gap in result.itl_gaps_ns() if self.itl_events else ():
                 fire(request_type="ITL", name=model, response_time=gap / 1e6, response_length=0, exception=None,
                      context={})  # fmt: skip

@@ -117,13 +117,18 @@ def error_rate(step: Mapping[str, Any]) -> float:
 class Prices:
     input_usd_per_mtok: float | None = None
     output_usd_per_mtok: float | None = None
+    cached_input_usd_per_mtok: float | None = None
 
     @property
     def given(self) -> bool:
         return self.input_usd_per_mtok is not None or self.output_usd_per_mtok is not None
 
-    def cost_usd(self, prompt_tokens: int, completion_tokens: int) -> float:
-        """``prompt * in / 1e6 + completion * out / 1e6``."""
-        return (
-            prompt_tokens * (self.input_usd_per_mtok or 0.0) + completion_tokens * (self.output_usd_per_mtok or 0.0)
-        ) / 1e6
+    def cost_usd(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
+        """``((prompt - cached) * in + cached * cached_in + completion * out) / 1e6``, where ``cached_in`` is the
+        cached-input price (the input price when not given). Completion tokens include reasoning tokens, as
+        providers bill them."""
+        price_in = self.input_usd_per_mtok or 0.0
+        cached_in = price_in if self.cached_input_usd_per_mtok is None else self.cached_input_usd_per_mtok
+        cached = min(cached_tokens, prompt_tokens)
+        return ((prompt_tokens - cached) * price_in + cached * cached_in
+                + completion_tokens * (self.output_usd_per_mtok or 0.0)) / 1e6  # fmt: skip

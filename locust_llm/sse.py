@@ -14,12 +14,24 @@ servers end the stream right after their final ``data:`` line.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-__all__ = ["TOKEN_FIELDS", "ChatChunk", "MalformedChunk", "SSEDecoder", "SSEEvent", "error_message", "parse_chunk"]
+__all__ = [
+    "ANSWER_FIELDS",
+    "REASONING_FIELDS",
+    "TOKEN_FIELDS",
+    "ChatChunk",
+    "MalformedChunk",
+    "SSEDecoder",
+    "SSEEvent",
+    "error_message",
+    "parse_chunk",
+    "reply_text",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,12 +135,18 @@ class ChatChunk:
 
     ``has_token`` is true when any choice's delta carries generated text (``content``, ``reasoning_content``,
     ``reasoning``, or ``tool_calls``); the role-only first chunk (``{"role": "assistant", "content": ""}``) has none.
+    ``reasoning`` is true when that text is only reasoning (``reasoning_content`` or ``reasoning``): an *answer*
+    token has ``content`` or ``tool_calls``. The usage chunk's ``prompt_tokens_details.cached_tokens`` and
+    ``completion_tokens_details.reasoning_tokens`` are ``cached_tokens`` and ``reasoning_tokens`` (None: not sent).
     """
 
     has_token: bool = False
+    reasoning: bool = False
     finish_reason: str | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
+    reasoning_tokens: int | None = None
     error: str | None = None
     error_status: int | None = None  # 429 when the error sent inside the stream is a rate limit
     retry_after_s: float | None = None  # the error object's retry_after / retry_after_ms, when it has one
@@ -138,7 +156,12 @@ class ChatChunk:
 _DONE = ChatChunk(done=True)
 _EMPTY = ChatChunk()
 _TOKEN = ChatChunk(has_token=True)
-TOKEN_FIELDS = ("content", "reasoning_content", "reasoning", "tool_calls")
+_REASONING = ChatChunk(has_token=True, reasoning=True)
+ANSWER_FIELDS = ("content", "tool_calls")
+"""Delta fields that carry answer tokens."""
+REASONING_FIELDS = ("reasoning_content", "reasoning")
+"""Delta fields that carry reasoning tokens (xAI and vLLM send ``reasoning_content``; newer vLLM ``reasoning``)."""
+TOKEN_FIELDS = (*ANSWER_FIELDS, *REASONING_FIELDS)
 """Delta fields that carry generated tokens."""
 
 
@@ -168,45 +191,89 @@ def parse_chunk(data: bytes) -> ChatChunk:
         raise MalformedChunk(f"stream chunk has neither 'choices' nor 'usage': {_preview(data)}")
     if usage is not None and not isinstance(usage, dict):
         raise MalformedChunk(f"'usage' is not an object: {_preview(data)}")
-    has_token, finish_reason = _scan_choices(choices, data)
+    token, finish_reason = _scan_choices(choices, data)
     if usage:
         return ChatChunk(
-            has_token=has_token,
+            has_token=token is not _EMPTY,
+            reasoning=token is _REASONING,
             finish_reason=finish_reason,
             prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
             completion_tokens=_int_or_none(usage.get("completion_tokens")),
+            cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
+            reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
         )
     if finish_reason is None:
-        return _TOKEN if has_token else _EMPTY
-    return ChatChunk(has_token=has_token, finish_reason=finish_reason)
+        return token
+    return ChatChunk(has_token=token is not _EMPTY, reasoning=token is _REASONING, finish_reason=finish_reason)
 
 
-def _scan_choices(choices: Any, data: bytes) -> tuple[bool, str | None]:
+def _scan_choices(choices: Any, data: bytes) -> tuple[ChatChunk, str | None]:
+    """What the choices' deltas carry (``_TOKEN``: an answer token, ``_REASONING``, or ``_EMPTY``) and the finish
+    reason."""
     if not choices:
-        return False, None
+        return _EMPTY, None
     if type(choices) is list and len(choices) == 1 and type(choices[0]) is dict:  # the usual chunk: one choice
         choice = choices[0]
         delta = choice.get("delta")
-        has_token = type(delta) is dict and bool(delta.get("content") or _other_token(delta))
+        token = (_TOKEN if delta.get("content") else _other_token(delta)) if type(delta) is dict else _EMPTY
         finish = choice.get("finish_reason")
-        return has_token, (str(finish) if finish else None)
+        return token, (str(finish) if finish else None)
     if not isinstance(choices, list):
         raise MalformedChunk(f"'choices' is not a list: {_preview(data)}")
-    has_token = False
+    token = _EMPTY
     finish_reason = None
     for choice in choices:
         if not isinstance(choice, dict):
             raise MalformedChunk(f"a choice is not an object: {_preview(data)}")
         delta = choice.get("delta") or {}
-        if isinstance(delta, dict) and any(delta.get(field) for field in TOKEN_FIELDS):
-            has_token = True
+        if isinstance(delta, dict) and token is not _TOKEN:
+            token = _TOKEN if delta.get("content") else (_other_token(delta) if token is _EMPTY else token)
         if choice.get("finish_reason"):
             finish_reason = str(choice["finish_reason"])
-    return has_token, finish_reason
+    return token, finish_reason
 
 
-def _other_token(delta: dict[str, Any]) -> bool:
-    return any(delta.get(field) for field in TOKEN_FIELDS[1:])
+def _other_token(delta: dict[str, Any]) -> ChatChunk:
+    if delta.get("tool_calls"):
+        return _TOKEN
+    return _REASONING if any(delta.get(field) for field in REASONING_FIELDS) else _EMPTY
+
+
+def _detail(usage: dict[str, Any], group: str, name: str) -> int | None:
+    """``usage[group][name]`` when it is an integer (``prompt_tokens_details.cached_tokens``, ...)."""
+    details = usage.get(group)
+    return _int_or_none(details.get(name)) if isinstance(details, dict) else None
+
+
+_CONTENT = re.compile(rb'"delta":\{"content":("[^"\\]*(?:\\.[^"\\]*)*")')
+"""The content's JSON string in the usual compact chunk (``..."delta":{"content":"..."...``)."""
+
+
+def reply_text(payloads: list[bytes]) -> str:
+    """The answer text of a stream: the ``content`` of the first choice's delta of each payload, joined.
+
+    Kept cheap for conversations (the per-token path only keeps each payload's bytes): in the usual compact chunk,
+    as OpenAI, xAI, vLLM and llama.cpp send it, the content's JSON string is found by one regular-expression pass
+    over all payloads; a payload in another layout is parsed whole. The strings are decoded together, by one JSON
+    parse of their array, at the end of the stream."""
+    if not payloads:
+        return ""
+    found = _CONTENT.findall(b"\n".join(payloads))
+    if len(found) != len(payloads):  # some payload in another layout (or with several choices): one by one
+        found = [_content_json(data) for data in payloads]
+    return "".join(orjson.loads(b"[" + b",".join(found) + b"]"))
+
+
+def _content_json(data: bytes) -> bytes:
+    match = _CONTENT.search(data)
+    if match is not None:
+        return match.group(1)
+    obj = orjson.loads(data)
+    choices = obj.get("choices") if isinstance(obj, dict) else None
+    first = choices[0] if isinstance(choices, list) and choices else None
+    delta = first.get("delta") if isinstance(first, dict) else None
+    content = delta.get("content") if isinstance(delta, dict) else None
+    return orjson.dumps(content if isinstance(content, str) else "")
 
 
 _RATE_LIMIT_WORDS = ("rate_limit", "rate limit", "too_many_requests", "too many requests")

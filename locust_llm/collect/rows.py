@@ -6,7 +6,13 @@ For each step's steady window ``[began + warmup, next step began (or the end of 
   client request is good when it succeeded and met the run's SLA from its intended start (see
   :mod:`locust_llm.sla`; with no SLA every success is good);
 - ``errors = requests - ok``; percentiles are nearest-rank from the histograms, in milliseconds;
-- ``cost_usd = prompt_tokens * price_in / 1e6 + completion_tokens * price_out / 1e6`` when prices are given;
+- ``cost_usd = ((prompt_tokens - cached_prompt_tokens) * price_in + cached_prompt_tokens * price_cached_in
+  + completion_tokens * price_out) / 1e6`` when prices are given (``price_cached_in`` defaults to ``price_in``;
+  completion tokens include reasoning tokens, as providers bill them);
+- ``cached_prompt_tokens``: the prompt tokens the server reports it served from its prefix cache
+  (``usage.prompt_tokens_details.cached_tokens``); ``cache_hit_share = cached_prompt_tokens / prompt_tokens``;
+- ``reasoning_tokens``: ``usage.completion_tokens_details.reasoning_tokens``, or the reasoning chunks counted
+  (then ``tokens_estimated``); ``answer_ttft_p*_ms``: request sent -> first answer token (after reasoning);
 - open loop (``--rates``): ``offered_req_s`` is the step's rate; ``served_req_s = client_ok / D`` the client requests
   that ended in success (after any retries and fallback: what the endpoint actually served);
   ``in_flight_p50``/``in_flight_max`` the requests in flight seen by each arrival; ``dropped`` the arrivals refused
@@ -49,6 +55,9 @@ class StepRow(TypedDict):
     protocol_errors: int
     prompt_tokens: int
     completion_tokens: int
+    cached_prompt_tokens: int
+    cache_hit_share: float | None
+    reasoning_tokens: int
     req_s: float
     output_tok_s: float
     ttft_p50_ms: float | None
@@ -60,6 +69,8 @@ class StepRow(TypedDict):
     e2e_p50_ms: float | None
     e2e_p99_ms: float | None
     tpot_p50_ms: float | None
+    answer_ttft_p50_ms: float | None
+    answer_ttft_p99_ms: float | None
     goodput_req_s: float
     cost_usd: float | None
     generator_cpu_max_pct: float | None
@@ -160,7 +171,8 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
     """The row of ``model`` in ``window`` (formulas in the module docstring)."""
     c = stats.counts
     d = window.duration_s
-    cost = round(prices.cost_usd(c["prompt_tokens"], c["completion_tokens"]), 6) if prices and prices.given else None
+    cost = (round(prices.cost_usd(c["prompt_tokens"], c["completion_tokens"], c["cached_prompt_tokens"]), 6)
+            if prices and prices.given else None)  # fmt: skip
     return {
         "step": window.step,
         "users": window.users if window.rate is None else ceil(_in_flight(stats, 0.99) or 0),
@@ -178,6 +190,9 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "protocol_errors": c["protocol_errors"],
         "prompt_tokens": c["prompt_tokens"],
         "completion_tokens": c["completion_tokens"],
+        "cached_prompt_tokens": c["cached_prompt_tokens"],
+        "cache_hit_share": round(c["cached_prompt_tokens"] / c["prompt_tokens"], 4) if c["prompt_tokens"] else None,
+        "reasoning_tokens": c["reasoning_tokens"],
         "req_s": _rate(c["requests"], d),
         "output_tok_s": _rate(c["completion_tokens"], d),
         "ttft_p50_ms": _ms(stats, "ttft", 0.5),
@@ -189,6 +204,8 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "e2e_p50_ms": _ms(stats, "e2e", 0.5),
         "e2e_p99_ms": _ms(stats, "e2e", 0.99),
         "tpot_p50_ms": _ms(stats, "tpot", 0.5),
+        "answer_ttft_p50_ms": _ms(stats, "answer_ttft", 0.5),
+        "answer_ttft_p99_ms": _ms(stats, "answer_ttft", 0.99),
         "goodput_req_s": _rate(c["client_good"], d),
         "cost_usd": cost,
         "generator_cpu_max_pct": window.cpu_max_pct,

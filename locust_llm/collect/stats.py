@@ -2,10 +2,11 @@
 
 Where each measurement of a :class:`~locust_llm.metrics.RequestResult` is filed (its *observation time*):
 
-- TTFT (and TTFT plus scheduling lag): at the first token;
+- TTFT (and TTFT plus scheduling lag): at the first token; answer TTFT (TTFA): at the first answer token;
 - each ITL gap: at the later of its two tokens;
 - scheduling lag: at the send;
-- E2E, TPOT, the request and token counters and the status class: at the end of the request.
+- E2E, TPOT, the request and token counters and the status class: at the end of the request; so is a
+  conversation turn's record (:class:`TurnStats`: its TTFT, E2E and prompt and cached token counts by turn index).
 
 So a step's steady window holds exactly what was observed during it, whichever step the request started in.
 """
@@ -20,9 +21,19 @@ from locust_llm.collect.timeline import STEADY, WARMUP
 from locust_llm.histogram import Histogram
 from locust_llm.metrics import RequestResult, StatusClass
 
-__all__ = ["COUNTERS", "HISTOGRAMS", "STEADY", "WARMUP", "StatsKey", "StatsTable", "StepStats"]
+__all__ = [
+    "COUNTERS",
+    "HISTOGRAMS",
+    "STEADY",
+    "TURN_HISTOGRAMS",
+    "WARMUP",
+    "StatsKey",
+    "StatsTable",
+    "StepStats",
+    "TurnStats",
+]
 
-HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag", "client_ttft", "client_e2e", "in_flight")
+HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag", "client_ttft", "client_e2e", "in_flight", "answer_ttft")
 """``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up.
 ``client_ttft`` and ``client_e2e`` are the client-perceived latencies of a client request, from its intended
 start to the first token / the end of its final attempt: its waits, retries and fallbacks included. ``in_flight``
@@ -33,6 +44,8 @@ COUNTERS = (
     *(c.value for c in StatusClass),
     "prompt_tokens",
     "completion_tokens",
+    "cached_prompt_tokens",
+    "reasoning_tokens",
     "estimated_token_requests",
     # client discipline (see locust_llm.users.flow)
     "client_requests",
@@ -58,10 +71,50 @@ class StatsKey:
     phase: str  # steady, warmup or drain (see collect.timeline)
 
 
+TURN_HISTOGRAMS = ("ttft", "e2e", "prompt_tokens", "cached_prompt_tokens")
+"""Per turn index: TTFT and E2E (ns) of its successful requests, their prompt and cached prompt tokens (unit 1)."""
+
+
+@dataclass
+class TurnStats:
+    """One turn index of the conversations of a (step, model, phase): successful requests only."""
+
+    hist: dict[str, Histogram] = field(
+        default_factory=lambda: {name: Histogram(1 if name.endswith("tokens") else 1000) for name in TURN_HISTOGRAMS}
+    )
+    requests: int = 0
+
+    def add(self, result: RequestResult) -> None:
+        self.requests += 1
+        hist = self.hist
+        hist["e2e"].record(result.e2e_ns)
+        hist["prompt_tokens"].record(result.prompt_tokens)
+        hist["cached_prompt_tokens"].record(result.cached_tokens)
+        if result.token_ns:
+            hist["ttft"].record(result.token_ns[0] - result.sent_ns)
+
+    def merge(self, other: TurnStats) -> None:
+        self.requests += other.requests
+        for name, h in other.hist.items():
+            self.hist[name].merge(h)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"n": self.requests, "h": {name: h.to_wire() for name, h in self.hist.items() if h.count}}
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> TurnStats:
+        stats = cls(requests=int(wire["n"]))
+        for name, h in wire.get("h", {}).items():
+            if name in stats.hist:
+                stats.hist[name] = Histogram.from_wire(h)
+        return stats
+
+
 @dataclass
 class StepStats:
     hist: dict[str, Histogram] = field(default_factory=lambda: {name: Histogram() for name in HISTOGRAMS})
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    turns: dict[int, TurnStats] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
@@ -72,13 +125,24 @@ class StepStats:
             self.hist[name].merge(hist)
         for name, n in other.counts.items():
             self.counts[name] = self.counts.get(name, 0) + n
+        for turn, stats in other.turns.items():
+            self.turn(turn).merge(stats)
         return self
 
+    def turn(self, turn: int) -> TurnStats:
+        stats = self.turns.get(turn)
+        if stats is None:
+            stats = self.turns[turn] = TurnStats()
+        return stats
+
     def to_wire(self) -> dict[str, Any]:
-        return {
+        wire = {
             "h": {name: h.to_wire() for name, h in self.hist.items() if h.count},
             "c": {name: n for name, n in self.counts.items() if n},
         }
+        if self.turns:
+            wire["t"] = [[turn, stats.to_wire()] for turn, stats in sorted(self.turns.items())]
+        return wire
 
     @classmethod
     def from_wire(cls, wire: dict[str, Any]) -> StepStats:
@@ -88,6 +152,8 @@ class StepStats:
                 stats.hist[name] = Histogram.from_wire(h)
         for name, n in wire.get("c", {}).items():
             stats.counts[name] = int(n)
+        for turn, t in wire.get("t", []):
+            stats.turns[int(turn)] = TurnStats.from_wire(t)
         return stats
 
 
@@ -126,6 +192,9 @@ class StatsTable:
             ttft = tokens[0] - result.sent_ns
             first.hist["ttft"].record(ttft)
             first.hist["ttft_lag"].record(ttft + result.lag_ns)
+            if result.answer_ns:
+                answer = first if result.answer_ns == tokens[0] else self._at(locate, model, result.answer_ns)
+                answer.hist["answer_ttft"].record(result.answer_ns - result.sent_ns)
             self._add_gaps(tokens, locate, model)
         end = self._at(locate, model, result.end_ns)
         counts = end.counts
@@ -133,9 +202,13 @@ class StatsTable:
         counts[result.outcome.status_class.value] += 1
         counts["prompt_tokens"] += result.prompt_tokens
         counts["completion_tokens"] += result.completion_tokens
-        if result.tokens_estimated:
+        counts["cached_prompt_tokens"] += result.cached_tokens
+        counts["reasoning_tokens"] += result.reasoning_tokens
+        if result.tokens_estimated or result.reasoning_estimated:
             counts["estimated_token_requests"] += 1
         if result.ok:
+            if result.turn:
+                end.turn(result.turn).add(result)
             end.hist["e2e"].record(result.e2e_ns)
             tpot = result.tpot_ns
             if tpot is not None:

@@ -239,7 +239,8 @@ def cost(steps: Sequence[StepRow], prices: Prices) -> dict[str, Any]:
         return {}
     per_step = []
     for step in steps:
-        usd = prices.cost_usd(step.get("prompt_tokens") or 0, step.get("completion_tokens") or 0)
+        usd = prices.cost_usd(step.get("prompt_tokens") or 0, step.get("completion_tokens") or 0,
+                              step.get("cached_prompt_tokens") or 0)  # fmt: skip
         completion, ok = step.get("completion_tokens") or 0, step.get("ok") or 0
         per_step.append(
             {
@@ -250,7 +251,8 @@ def cost(steps: Sequence[StepRow], prices: Prices) -> dict[str, Any]:
             }
         )
     return {"prices": {"input_usd_per_mtok": prices.input_usd_per_mtok,
-                       "output_usd_per_mtok": prices.output_usd_per_mtok}, "steps": per_step}  # fmt: skip
+                       "output_usd_per_mtok": prices.output_usd_per_mtok,
+                       "cached_input_usd_per_mtok": prices.cached_input_usd_per_mtok}, "steps": per_step}  # fmt: skip
 
 
 def analyze(

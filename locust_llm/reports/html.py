@@ -189,6 +189,30 @@ def _search_chart(search: dict[str, Any], axis_title: str) -> go.Figure:
     return fig
 
 
+def _turns_chart(turns: list[dict[str, Any]]) -> go.Figure:
+    """TTFT p50 (solid) and p99 (dotted) against the turn of the conversation, one pair of lines per step; the
+    median prompt of each turn in the hover text."""
+    fig = go.Figure()
+    for (step, users, model), rows in _groups(turns).items():
+        for q, dash in (("p50", "solid"), ("p99", "dot")):
+            fig.add_trace(go.Scatter(
+                x=[r["turn"] for r in rows], y=[r[f"ttft_{q}_ms"] for r in rows], mode="lines+markers",
+                name=f"step {step} ({users} users) {model} {q}", line_dash=dash,
+                text=[f"prompt p50 {r['prompt_tokens_p50']} tokens, cached {r['cached_prompt_tokens_p50']}"
+                      for r in rows]))  # fmt: skip
+    fig.update_layout(title="Time to first token by conversation turn (each turn resends the history)",
+                      xaxis_title="turn", yaxis_title="ms", legend_orientation="h")  # fmt: skip
+    fig.update_xaxes(dtick=1)
+    return fig
+
+
+def _groups(turns: list[dict[str, Any]]) -> dict[tuple[Any, Any, Any], list[dict[str, Any]]]:
+    groups: dict[tuple[Any, Any, Any], list[dict[str, Any]]] = {}
+    for row in turns:
+        groups.setdefault((row["step"], row["users"], row["model"]), []).append(row)
+    return groups
+
+
 def _figures(summary: dict[str, Any], timeline: list[dict[str, Any]]) -> list[go.Figure]:
     figures = [_search_chart(summary["search"], summary["axis_title"])] if summary.get("search") else []
     figures += [
@@ -197,6 +221,8 @@ def _figures(summary: dict[str, Any], timeline: list[dict[str, Any]]) -> list[go
         _throughput_chart(summary),
         _status_chart(summary),
     ]
+    if summary.get("turns"):
+        figures.append(_turns_chart(summary["turns"]))
     if timeline:
         figures.append(_timeline_chart(timeline))
     if summary["analyses"][summary["model"]]["cost"]:

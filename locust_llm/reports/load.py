@@ -30,6 +30,7 @@ class LoadedRun:
     approximate: bool = False
     run_meta: dict[str, Any] = field(default_factory=dict)
     timeline: list[dict[str, Any]] = field(default_factory=list)  # seconds, users, req_s from Locust's history
+    turns: list[Any] = field(default_factory=list)  # the rows of {prefix}_llm_turns.csv (conversations)
 
     @property
     def models(self) -> list[str]:
@@ -63,7 +64,35 @@ def load_run(target: str | Path) -> LoadedRun:
         )
     run.timeline = locust_timeline(prefix)
     run.run_meta = read_run_meta(prefix)
+    run.turns = read_turns(prefix)
     return run
+
+
+def read_turns(prefix: str | Path) -> list[dict[str, Any]]:
+    """``{prefix}_llm_turns.csv`` (see :mod:`locust_llm.collect.turns`), or ``[]`` when there is none."""
+    path = Path(f"{prefix}_llm_turns.csv")
+    if not path.exists():
+        return []
+    header, body = open_csv(path)
+    rows = []
+    for line_no, cells in enumerate(body, start=2):
+        if not any(cells):
+            continue
+        if len(cells) != len(header):
+            raise ReportInputError(f"{path}: line {line_no} has {len(cells)} fields, expected {len(header)}")
+        rows.append({name: _turn_value(path, line_no, name, cell) for name, cell in zip(header, cells, strict=True)})
+    return rows
+
+
+def _turn_value(path: Path, line_no: int, name: str, cell: str) -> Any:
+    if name == "model":
+        return cell
+    if cell == "":
+        return None
+    try:
+        return int(cell) if name in ("step", "users", "turn", "requests") else float(cell)
+    except ValueError:
+        raise ReportInputError(f"{path}: line {line_no}, column {name}: expected a number, got {cell!r}") from None
 
 
 def read_run_meta(prefix: str | Path) -> dict[str, Any]:

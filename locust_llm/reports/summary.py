@@ -155,12 +155,17 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
         "valid": not reasons,
         "invalid_reasons": reasons,
         "sla": {**sla.as_dict(), "error_limit": sla.error_limit, "described": sla.describe()},
-        "prices": {"input_usd_per_mtok": prices.input_usd_per_mtok, "output_usd_per_mtok": prices.output_usd_per_mtok},
+        "prices": {
+            "input_usd_per_mtok": prices.input_usd_per_mtok,
+            "output_usd_per_mtok": prices.output_usd_per_mtok,
+            "cached_input_usd_per_mtok": prices.cached_input_usd_per_mtok,
+        },
         "model": primary,
         "knee": {**{k: primary_analysis[k] for k in keys}, "search": search is not None},
         "analyses": {m: a.as_dict() for m, a in analyses.items()},
         "steps": run.steps,
         **({"search": search} if search is not None else {}),
+        **({"turns": run.turns} if run.turns else {}),
     }
 
 

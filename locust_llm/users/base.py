@@ -2,7 +2,9 @@
 
 A user class mixes it into a Locust ``User``, provides :meth:`LLMUserMixin.send` (one attempt on one model) and
 calls :meth:`LLMUserMixin.setup_llm` in ``__init__``. Its one task is :meth:`LLMUserMixin.chat_once`: one client
-request through the :class:`~locust_llm.users.flow.Flow` (retries, fallbacks, hedging).
+request through the :class:`~locust_llm.users.flow.Flow` (retries, fallbacks, hedging). With conversations
+(``--turns``), that request is the next turn of the user's conversation
+(:class:`~locust_llm.workload.conversation.Conversation`), and ``--think-time`` paces the turns.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from locust_llm.metrics import RequestResult
 from locust_llm.users.attempt import FirstToken
 from locust_llm.users.flow import Flow
 from locust_llm.users.open_loop import OpenLoop
+from locust_llm.workload.conversation import Conversation
 
 if TYPE_CHECKING:  # importing Locust monkey-patches the process with gevent: only the user classes do it
     from locust.env import Environment
@@ -40,6 +43,9 @@ class LLMUserMixin:
 
     llm: LLMRun
     open_loop: OpenLoop | None = None
+    conversation: Conversation | None = None
+    keep_reply = False
+    """Whether :meth:`send` keeps the answer's text in ``RequestResult.reply`` (conversations need it)."""
 
     def setup_llm(self, environment: Environment) -> None:
         from locust_llm.run import llm_run
@@ -51,7 +57,9 @@ class LLMUserMixin:
         seed = None if config.seed is None else f"{config.seed}:{worker}:{self.user_number}"
         self.rng = random.Random(seed)
         self.workload = config.workload
-        self.flow = Flow(self.send, self.llm.recorder, config.flow, self.rng)
+        self.keep_reply = config.workload.conversations
+        self.turn = 0
+        self.flow = Flow(self._send_turn if self.keep_reply else self.send, self.llm.recorder, config.flow, self.rng)
         self.user_agent = f"locust-llm/{__version__} (user {os.getpid()}-{self.user_number})"
         self._intended_ns = 0
         self.open_loop = OpenLoop(self, getattr(environment.runner, "worker_index", 0)) if config.open_loop else None
@@ -67,9 +75,20 @@ class LLMUserMixin:
         """One attempt of ``messages`` on ``model``, meant to start at ``intended_ns`` (see :class:`Flow`)."""
         raise NotImplementedError
 
+    def _send_turn(self, model: str, messages: Sequence[dict[str, Any]], max_tokens: int, intended_ns: int,
+                   on_first_token: FirstToken | None) -> RequestResult:  # fmt: skip
+        """:meth:`send`, its result marked with the conversation's turn."""
+        result = self.send(model, messages, max_tokens, intended_ns, on_first_token)
+        result.turn = self.turn
+        return result
+
     def think_time_s(self) -> float:
-        """Seconds to wait after a request before the next one (closed loop; default 0)."""
-        return 0.0
+        """Seconds to wait after a request before the next one (closed loop): ``--think-time`` between the turns of a
+        conversation, else 0."""
+        conversation = self.conversation
+        if conversation is None or conversation.finished:
+            return 0.0
+        return self.workload.think_time.draw(self.rng)
 
     def wait_time(self) -> float:
         seconds = self.think_time_s()
@@ -96,8 +115,27 @@ class LLMUserMixin:
         if self.open_loop is not None:
             self.open_loop.run()
             return
+        if self.keep_reply:
+            self._next_turn()
+            return
         messages, max_tokens = self.workload.messages(self.rng)
         self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
+
+    def _next_turn(self) -> None:
+        """The next turn of the user's conversation (a new one when it ended)."""
+        conversation = self.conversation
+        turn = None if conversation is None or conversation.finished else conversation.next_turn(self.rng)
+        if conversation is None or turn is None:
+            conversation = self.conversation = Conversation(self.workload, self.rng)
+            turn = conversation.next_turn(self.rng)
+            assert turn is not None  # a first turn is always sent
+        messages, max_tokens = turn
+        self.turn = conversation.turn
+        result = self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
+        if result.ok:
+            conversation.answered(result.reply)
+        else:
+            conversation.end()
 
     tasks: list[Any] = [chat_once]
     """Locust collects a base class's ``tasks``: every user class that mixes this in runs :meth:`chat_once`."""

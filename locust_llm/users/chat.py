@@ -73,7 +73,6 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         on_first_token: FirstToken | None,
     ) -> RequestResult:
         body = self.workload.body(model, messages, max_tokens)
-        estimate = estimate_prompt_tokens(messages)
         started = 0
         for fresh in (False, True):
             result = run_stream(
@@ -85,8 +84,8 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
                 timeout_s=self.config.request_timeout_s,
                 intended_ns=intended_ns,
                 secrets=self.config.secrets,
-                prompt_tokens_estimate=estimate,
                 on_first_token=on_first_token,
+                keep_reply=self.keep_reply,
             )
             if fresh or not (result.stale and self._warm):
                 break
@@ -95,6 +94,8 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
             intended_ns, started = result.end_ns, result.sent_ns
         self._warm = result.http_status != 0
         result.started_ns = started or result.sent_ns
+        if result.tokens_estimated and not result.prompt_tokens:  # no usage from the server: estimated, only then
+            result.prompt_tokens = estimate_prompt_tokens(messages)
         return result
 
 

@@ -19,7 +19,7 @@ from locust import User
 from locust.env import Environment
 
 from locust_llm.metrics import RequestResult
-from locust_llm.sse import TOKEN_FIELDS, parse_chunk
+from locust_llm.sse import ANSWER_FIELDS, REASONING_FIELDS, parse_chunk
 from locust_llm.tokens import estimate_prompt_tokens
 from locust_llm.users.attempt import Attempt, FirstToken
 from locust_llm.users.base import LLMUserMixin
@@ -77,12 +77,14 @@ class OpenAISdkUser(LLMUserMixin, User):
                 )
                 result.http_status = 200
                 attempt.header = stream.response.headers.get
+                replies: list[str] | None = [] if self.keep_reply else None
                 for chunk in stream:
-                    _on_chunk(chunk, attempt.clock(), result)
+                    _on_chunk(chunk, attempt.clock(), result, replies)
                     if on_first_token is not None and result.token_ns:
                         on_first_token()
                         on_first_token = None
                 result.end_ns = attempt.clock()
+                result.reply = "".join(replies or ())
                 attempt.check_not_empty()
             except openai.APIStatusError as exc:
                 response = exc.response
@@ -112,14 +114,28 @@ def _transport_error(exc: Exception) -> bool:
     return type(exc).__module__.split(".")[0].startswith(("httpx", "httpcore"))
 
 
-def _on_chunk(chunk: Any, now: int, result: RequestResult) -> None:
+def _on_chunk(chunk: Any, now: int, result: RequestResult, replies: list[str] | None) -> None:
+    """One SDK chunk, measured as :func:`locust_llm.users.stream.run_stream` measures one SSE event."""
     usage = getattr(chunk, "usage", None)
     if usage is not None:
         result.prompt_tokens = usage.prompt_tokens or 0
         result.completion_tokens = usage.completion_tokens or 0
+        result.cached_tokens = _detail(usage, "prompt_tokens_details", "cached_tokens") or result.cached_tokens
+        result.reasoning_tokens = _detail(usage, "completion_tokens_details", "reasoning_tokens") or 0
     for choice in chunk.choices or ():
         delta = choice.delta
-        if delta is not None and any(getattr(delta, f, None) for f in TOKEN_FIELDS):
+        if delta is not None and any(getattr(delta, f, None) for f in ANSWER_FIELDS):
             result.token_ns.append(now)
+            result.answer_ns = result.answer_ns or now
+            if replies is not None and isinstance(delta.content, str):
+                replies.append(delta.content)
+        elif delta is not None and any(getattr(delta, f, None) for f in REASONING_FIELDS):
+            result.token_ns.append(now)
+            result.reasoning_chunks += 1
         if choice.finish_reason:
             result.finish_reason = choice.finish_reason
+
+
+def _detail(usage: Any, group: str, name: str) -> int | None:
+    value = getattr(getattr(usage, group, None), name, None)
+    return value if isinstance(value, int) else None

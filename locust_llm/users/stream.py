@@ -17,7 +17,7 @@ from typing import Any
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from locust_llm.metrics import Outcome, RequestResult
-from locust_llm.sse import MalformedChunk, SSEDecoder, SSEEvent, parse_chunk
+from locust_llm.sse import MalformedChunk, SSEDecoder, SSEEvent, parse_chunk, reply_text
 from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
 
 __all__ = ["run_stream"]
@@ -40,14 +40,18 @@ def run_stream(
     prompt_tokens_estimate: int = 0,
     clock: Clock = time.perf_counter_ns,
     on_first_token: FirstToken | None = None,
+    keep_reply: bool = False,
 ) -> RequestResult:
     """POST ``body`` to ``uri`` with ``http`` (a geventhttpclient ``HTTPClient``) and time the streamed answer.
 
-    ``on_first_token`` is called once, the moment the first token arrives (hedging waits for it).
+    ``on_first_token`` is called once, the moment the first token arrives (hedging waits for it). With
+    ``keep_reply`` the answer text is kept in ``result.reply`` (a conversation sends it back next turn).
     """
     response = None
     with Attempt(model, intended_ns, timeout_s, secrets, clock) as attempt:
         result = attempt.result
+        if keep_reply:
+            attempt.payloads = []
         try:
             response = http.request("POST", uri, body=body, headers=headers)
             result.http_status = response.status_code
@@ -74,6 +78,8 @@ def run_stream(
         finally:
             if response is not None:
                 response.release()
+    if attempt.payloads:
+        result.reply = reply_text(attempt.payloads)
     result.settle_tokens(prompt_tokens_estimate)
     return result
 
@@ -130,6 +136,13 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Atte
         return False
     if chunk.has_token:
         result.token_ns.append(now_ns)
+        if chunk.reasoning:
+            result.reasoning_chunks += 1
+        else:
+            if not result.answer_ns:
+                result.answer_ns = now_ns
+            if attempt.payloads is not None:
+                attempt.payloads.append(event.data)
     if chunk.done:
         result.end_ns = now_ns
         return True
@@ -141,6 +154,10 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Atte
         result.completion_tokens = chunk.completion_tokens
     if chunk.prompt_tokens is not None:
         result.prompt_tokens = chunk.prompt_tokens
+    if chunk.cached_tokens is not None:
+        result.cached_tokens = chunk.cached_tokens
+    if chunk.reasoning_tokens is not None:
+        result.reasoning_tokens = chunk.reasoning_tokens
     return False
 
 

@@ -1,3 +1,4 @@
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -162,3 +163,25 @@ def test_a_header_without_a_colon_never_echoes_its_value():
     with pytest.raises(ConfigError) as info:
         RunConfig.from_options(options(header=["Authorization Bearer sk-live-SECRET"]))
     assert "SECRET" not in str(info.value) and "header #1 without a ':'" in str(info.value)
+
+
+def test_conversation_flags_build_the_workload():
+    config = RunConfig.from_options(options(turns="2:5", think_time="1.5:0.5", max_context_tokens="4096",
+                                            price_cached_input_usd_per_mtok="0.75"))  # fmt: skip
+    workload = config.workload
+    assert (workload.turns.low, workload.turns.high, workload.think_time.seconds, workload.think_time.jitter) == (
+        2, 5, 1.5, 0.5)  # fmt: skip
+    assert workload.max_context_tokens == 4096 and workload.conversations
+    assert config.prices.cached_input_usd_per_mtok == 0.75
+    assert not RunConfig.from_options(options()).workload.conversations  # auto, no prompt file: single requests
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"turns": "4", "rates": "2,4"}, "--turns applies to closed-loop users (--steps or --search): with --rates"),
+    ({"turns": "0"}, "--turns must be auto, N or MIN:MAX with integers 1 <= MIN <= MAX, got '0'"),
+    ({"think_time": "-1"}, "--think-time must be SECONDS or SECONDS:JITTER"),
+    ({"max_context_tokens": "0"}, "--max-context-tokens"),
+])  # fmt: skip
+def test_bad_conversation_flags_are_one_line_errors(overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        RunConfig.from_options(options(**overrides))

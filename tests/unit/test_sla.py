@@ -64,6 +64,13 @@ def test_prices():
     assert Prices(None, 2.0).cost_usd(10**6, 10**6) == pytest.approx(2.0)
 
 
+def test_cached_prompt_tokens_cost_the_cached_price_or_the_input_price():
+    # 1,000 prompt tokens of which 800 cached: 200 at $3/M, 800 at $0.75/M, 100 completion tokens at $15/M
+    assert Prices(3.0, 15.0, 0.75).cost_usd(1000, 100, 800) == pytest.approx((200 * 3 + 800 * 0.75 + 100 * 15) / 1e6)
+    assert Prices(3.0, 15.0).cost_usd(1000, 100, 800) == Prices(3.0, 15.0).cost_usd(1000, 100)  # no cached price
+    assert Prices(3.0, 0.0, 0.0).cost_usd(10, 0, 50) == 0.0  # never more cached than prompt tokens
+
+
 def test_latency_limits_judge_what_users_felt_when_the_row_has_client_figures():
     sla = Sla(ttft_p99_ms=3000, e2e_p99_ms=5000)
     # attempts were quick, but retries after 429s made users wait: client p99s over the limits

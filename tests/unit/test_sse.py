@@ -1,9 +1,11 @@
+import json
+
 import orjson
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from locust_llm.sse import ChatChunk, MalformedChunk, SSEDecoder, SSEEvent, parse_chunk
+from locust_llm.sse import ChatChunk, MalformedChunk, SSEDecoder, SSEEvent, parse_chunk, reply_text
 
 
 def decode_all(*chunks: bytes) -> list[SSEEvent]:
@@ -189,3 +191,56 @@ def test_an_in_stream_rate_limit_carries_its_retry_after():
 
 def test_other_in_stream_errors_are_not_429s():
     assert parse_chunk(b'{"error": {"message": "engine overloaded", "code": "server_error"}}').error_status is None
+
+
+@pytest.mark.parametrize(("delta", "reasoning"), [
+    ({"reasoning_content": "hmm"}, True),
+    ({"reasoning": "hmm"}, True),
+    ({"content": "answer"}, False),
+    ({"tool_calls": [{"index": 0}]}, False),
+    ({"reasoning_content": "hmm", "content": "answer"}, False),  # an answer token, whatever else it carries
+])  # fmt: skip
+def test_reasoning_deltas_are_told_from_answer_deltas(delta, reasoning):
+    parsed = parse_chunk(chunk(delta))
+    assert parsed.has_token and parsed.reasoning is reasoning
+    multi = orjson.loads(chunk(delta))
+    multi["choices"] = [{"index": 1, "delta": {}}, *multi["choices"]]
+    parsed = parse_chunk(orjson.dumps(multi))  # the slow path of several choices says the same
+    assert parsed.has_token and parsed.reasoning is reasoning
+
+
+def test_a_usage_chunk_with_cached_and_reasoning_tokens_parses():
+    usage = {"prompt_tokens": 1200, "completion_tokens": 300,
+             "prompt_tokens_details": {"cached_tokens": 1024, "audio_tokens": 0},
+             "completion_tokens_details": {"reasoning_tokens": 256}}  # fmt: skip
+    parsed = parse_chunk(chunk(usage=usage, choices=False))
+    assert (parsed.prompt_tokens, parsed.cached_tokens, parsed.completion_tokens, parsed.reasoning_tokens) == (
+        1200, 1024, 300, 256)  # fmt: skip
+
+
+@pytest.mark.parametrize("details", [{}, {"prompt_tokens_details": None}, {"prompt_tokens_details": {"x": 1}},
+                                     {"completion_tokens_details": "n/a"}])  # fmt: skip
+def test_a_usage_chunk_without_details_still_works(details):
+    parsed = parse_chunk(chunk(usage={"prompt_tokens": 5, "completion_tokens": 6, **details}, choices=False))
+    assert (parsed.prompt_tokens, parsed.completion_tokens, parsed.cached_tokens, parsed.reasoning_tokens) == (
+        5, 6, None, None)  # fmt: skip
+
+
+def test_reply_text_joins_the_answer_contents_exactly():
+    parts = ["Hel", 'lo, "wor', 'ld"\n', "✓ \\ done"]
+    payloads = [chunk({"content": p}) for p in parts] + [chunk({"tool_calls": [{"index": 0}]})]
+    assert reply_text(payloads) == "".join(parts)
+    assert reply_text([]) == ""
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(), min_size=1, max_size=8), st.lists(st.booleans(), min_size=8, max_size=8))
+def test_reply_text_of_any_contents_in_any_chunk_layout(parts, spaced):
+    """The sliced fast path and the parsed one agree with the contents, whatever the text (quotes, backslashes,
+    unicode) and whatever the layout (compact, spaced, role first)."""
+    payloads = []
+    for i, part in enumerate(parts):
+        delta = {"role": "assistant", "content": part} if spaced[i] else {"content": part}
+        obj = {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
+        payloads.append(json.dumps(obj).encode() if spaced[(i + 1) % 8] else orjson.dumps(obj))
+    assert reply_text(payloads) == "".join(parts)

@@ -87,3 +87,41 @@ def test_client_latencies_count_from_the_client_requests_intended_start():
     stats = table.get(StatsKey(1, "m", STEADY))
     assert stats.hist["client_ttft"].max == 450 * MS and stats.hist["client_e2e"].max == 520 * MS
     assert (stats.counts["client_requests"], stats.counts["client_ok"], stats.counts["client_good"]) == (1, 1, 1)
+
+
+def conversation_turn(sent, first_token, end, turn, prompt, cached, answer=None):
+    result = req(sent, [first_token, first_token + 10, end // MS], end)
+    result.turn, result.prompt_tokens, result.cached_tokens = turn, prompt, cached
+    result.answer_ns = (answer or first_token) * MS
+    return result
+
+
+def test_turns_answer_ttft_and_cache_counters_are_filed_and_survive_merge_and_wire():
+    locate = timeline().locate
+    one, two = StatsTable(), StatsTable()
+    one.add(conversation_turn(200 * MS, 300, 400 * MS, 1, 40, 0), locate)
+    one.add(conversation_turn(410 * MS, 450, 600 * MS, 2, 90, 60, answer=480), locate)
+    two.add(conversation_turn(200 * MS, 320, 500 * MS, 2, 100, 60), locate)
+    two.add(req(200 * MS, [260], 300 * MS), locate)  # a single request: no turn
+    merged = StatsTable.from_wire(one.to_wire()).merge(StatsTable.from_wire(two.to_wire()))
+    stats = merged.get(StatsKey(1, "m", STEADY))
+    assert sorted(stats.turns) == [1, 2]
+    second = stats.turns[2]
+    assert second.requests == 2 and second.hist["prompt_tokens"].quantile(1.0) == 100
+    assert second.hist["cached_prompt_tokens"].quantile(0.5) == 60
+    assert second.hist["ttft"].max == 120 * MS and second.hist["e2e"].max == 300 * MS
+    assert stats.counts["cached_prompt_tokens"] == 120 and stats.counts["prompt_tokens"] == 240
+    assert stats.hist["answer_ttft"].count == 3 and stats.hist["answer_ttft"].max == 120 * MS  # the 4th had none
+    assert merged.get(StatsKey(1, "m", STEADY)).turns[1].requests == 1
+
+
+def test_counted_reasoning_chunks_are_marked_estimated():
+    result = req(0, [1, 2, 3], 4 * MS)
+    result.reasoning_chunks = 2
+    result.completion_tokens = 0
+    result.settle_tokens(7)
+    assert (result.reasoning_tokens, result.reasoning_estimated, result.completion_tokens) == (2, True, 3)
+    reported = req(0, [1, 2, 3], 4 * MS)
+    reported.reasoning_chunks, reported.reasoning_tokens = 2, 5  # the server's usage wins
+    reported.settle_tokens(7)
+    assert (reported.reasoning_tokens, reported.reasoning_estimated) == (5, False)

@@ -59,3 +59,53 @@ def test_the_first_request_is_meant_for_the_end_of_its_random_spread():
     u.chat_once()
     assert before <= u.flow.intended[0] <= time.perf_counter_ns()
     assert u.flow.intended[0] <= before + 50 * MS + 5 * MS
+
+
+class ReplyingFlow:
+    """Answers every turn with a reply of its own, or fails the turns listed in ``fail``."""
+
+    def __init__(self, fail=()):
+        self.sent, self.fail = [], set(fail)
+
+    def request(self, model, messages, max_tokens, intended_ns):
+        from locust_llm.metrics import Outcome, RequestResult
+
+        self.sent.append([dict(m) for m in messages])
+        result = RequestResult(model, intended_ns, intended_ns, reply=f"reply {len(self.sent)}")
+        if len(self.sent) in self.fail:
+            result.fail(Outcome.HTTP_5XX, "HTTP 503")
+        return result
+
+
+def conversing_user(fail=(), think="2.0"):
+    import random
+
+    from locust_llm.workload.draws import Turns, parse_think_time
+
+    u = LLMUserMixin()  # its own think_time_s: --think-time between turns
+    u.llm = SimpleNamespace(model="m", fatal_message="")
+    u.rng, u._intended_ns = random.Random(0), 0
+    u.flow = ReplyingFlow(fail)
+    u.keep_reply, u.turn = True, 0
+    u.workload = Workload(turns=Turns(3, 3), think_time=parse_think_time(think), salt=False)
+    return u
+
+
+def test_a_conversation_sends_its_turns_with_the_replies_and_thinks_only_between_turns():
+    u = conversing_user()
+    pauses = []
+    for _ in range(4):
+        u.chat_once()
+        pauses.append(u.think_time_s())
+    sent = u.flow.sent
+    assert [len(m) for m in sent] == [1, 3, 5, 1]  # three turns, then a new conversation
+    assert [m["content"] for m in sent[2] if m["role"] == "assistant"] == ["reply 1", "reply 2"]
+    assert pauses == [2.0, 2.0, 0.0, 2.0]  # no think time after a conversation's last turn
+    assert u.turn == 1
+
+
+def test_a_failed_turn_ends_the_conversation():
+    u = conversing_user(fail={2})
+    for _ in range(3):
+        u.chat_once()
+    assert [len(m) for m in u.flow.sent] == [1, 3, 1]  # turn 2 failed: the next request starts afresh

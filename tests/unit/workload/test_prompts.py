@@ -38,11 +38,23 @@ def test_jsonl_messages_prompt_and_max_tokens(tmp_path):
 
 
 def test_sharegpt_keeps_the_turns_up_to_the_last_human_one(tmp_path):
-    data = [{"conversations": [{"from": "human", "value": "q1"}, {"from": "gpt", "value": "a1"},
-                               {"from": "human", "value": "q2"}, {"from": "gpt", "value": "a2"}]}]  # fmt: skip
-    (prompt,) = load_prompts(write(tmp_path, "p.json", json.dumps(data)))
-    assert [m["role"] for m in prompt.messages] == ["user", "assistant", "user"]
-    assert prompt.messages[-1]["content"] == "q2"
+    data = [{"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q1"},
+                               {"from": "gpt", "value": "a1"}, {"from": "human", "value": "q2"},
+                               {"from": "gpt", "value": "a2"}]},
+            {"conversations": [{"from": "human", "value": "only"}]}]  # fmt: skip
+    multi, single = load_prompts(write(tmp_path, "p.json", json.dumps(data)))
+    assert [m["role"] for m in multi.messages] == ["system", "user", "assistant", "user"]
+    assert multi.messages[-1]["content"] == "q2"
+    assert multi.turns == ("q1", "q2") and multi.system == ({"role": "system", "content": "s"},)
+    assert single.turns == () and single.user_turns == ("only",)
+
+
+def test_jsonl_turns_are_a_conversation(tmp_path):
+    rows = [{"turns": ["q1", {"role": "user", "content": "q2"}], "system": "be brief", "max_tokens": 9}]
+    (prompt,) = load_prompts(write(tmp_path, "p.jsonl", json.dumps(rows[0])))
+    assert prompt.turns == ("q1", "q2") and prompt.max_tokens == 9
+    assert prompt.system == ({"role": "system", "content": "be brief"},)
+    assert prompt.messages == ({"role": "system", "content": "be brief"}, {"role": "user", "content": "q2"})
 
 
 @pytest.mark.parametrize(
@@ -52,7 +64,12 @@ def test_sharegpt_keeps_the_turns_up_to_the_last_human_one(tmp_path):
         ("p.jsonl", '["a"]\n', "line 1: expected a JSON object, got list"),
         ("p.jsonl", '{"messages": [{"content": "x"}]}\n', "line 1: 'messages' must be a non-empty list"),
         ("p.jsonl", '{"prompt": "x", "max_tokens": 0}\n', "line 1: max_tokens must be an integer >= 1, got 0"),
-        ("p.jsonl", '{"text": "x"}\n', "line 1: needs 'messages' (a list) or 'prompt' (a string)"),
+        ("p.jsonl", '{"text": "x"}\n', "line 1: needs 'messages' (a list), 'prompt' (a string) or 'turns' (a list)"),
+        ("p.jsonl", '{"turns": ["a"]}\n{"turns": []}\n', "line 2: 'turns' must be a non-empty list of user messages"),
+        ("p.jsonl", '{"turns": ["a", 3]}\n', "line 1: 'turns' must be a non-empty list of user messages"),
+        ("p.jsonl", '{"turns": "a"}\n', "line 1: 'turns' must be a non-empty list"),
+        ("p.jsonl", '{"turns": ["a"], "system": 5}\n', "line 1: 'system' must be a non-empty string, got 5"),
+        ("p.jsonl", '{"turns": [{"role": "assistant", "content": "a"}]}\n', "line 1: 'turns' must be"),
         ("p.json", '{"a": 1}', "expected a JSON list of conversations"),
         ("p.json", '[{"conversations": [{"from": "alien", "value": "x"}]}]', "conversation 0: each turn needs"),
         ("p.txt", "\n\n", "has no prompts"),
