@@ -1,6 +1,6 @@
 """Generator accuracy and cost: locust-llm's user vs a minimal asyncio + aiohttp client, on one core.
 
-    python bench/generator.py [--streams 128,256,512] [--seconds 25] [--tls] [--turns 4]
+    python bench/generator.py [--streams 128,256,512] [--seconds 25] [--tls] [--turns 4] [--repeat 3]
 
 A pacing server with known TTFT (200 ms) and ITL (20 ms) — the simulator's pacing engine — runs on one core; the
 generator under test runs alone on the other. For each stream count it prints, side by side from one run, the
@@ -20,6 +20,7 @@ import argparse
 import json
 import shutil
 import ssl
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -129,6 +130,13 @@ def main() -> None:
         f"single-turn run's (goal <= {TURNS_GOAL}).",
     )
     parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="Measure every generator this many times, interleaved (a shared machine's noise is +-10 %% per run); "
+        "the ratios use each generator's median (default: 1).",
+    )
+    parser.add_argument(
         "--tls",
         action="store_true",
         help="Also serve HTTPS (the simulator's --tls, its CA trusted "
@@ -137,19 +145,22 @@ def main() -> None:
     args = parser.parse_args()
     if args.turns is not None and args.turns < 2:
         parser.error(f"--turns must be an integer >= 2, got {args.turns}")
+    if args.repeat < 1:
+        parser.error(f"--repeat must be an integer >= 1, got {args.repeat}")
     generators = args.generators.split(",") + ([f"locust-llm --turns {args.turns}"] if args.turns else [])
     available = cores()
     server_core, gen_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
     rows = []
     for streams in (int(s) for s in args.streams.split(",")):
-        for tls in (False, True) if args.tls else (False,):
-            for kind in generators:
-                if kind == "raw" and tls:
-                    continue  # the floor speaks plain HTTP only
-                rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core))
+        for _ in range(args.repeat):
+            for tls in (False, True) if args.tls else (False,):
+                for kind in generators:
+                    if kind == "raw" and tls:
+                        continue  # the floor speaks plain HTTP only
+                    rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core))
     print(table(rows))
     print()
-    by = {(r["generator"], r["streams"]): r for r in rows}
+    by = _medians(rows)
     for (kind, streams), row in by.items():
         if kind.startswith(("aiohttp", "raw")) or not isinstance(row["us_per_token"], float):
             continue
@@ -167,6 +178,18 @@ def main() -> None:
                 ratio = row["us_per_token"] / ref["us_per_token"]
                 goal = " (goal <= 1.5: " + ("met" if ratio <= 1.5 else "NOT met") + ")" if base == "raw" else ""
                 print(f"{streams:>4} streams: CPU per token {kind} / {ref['generator']} = {ratio:.2f}{goal}")
+
+
+def _medians(rows: list[dict]) -> dict[tuple[str, int], dict]:
+    """Per (generator, streams): its row, with the median CPU per token of its repeats."""
+    runs: dict[tuple[str, int], list[dict]] = {}
+    for row in rows:
+        runs.setdefault((row["generator"], row["streams"]), []).append(row)
+    out = {}
+    for key, group in runs.items():
+        costs = [r["us_per_token"] for r in group if isinstance(r["us_per_token"], float)]
+        out[key] = {**group[-1], "us_per_token": statistics.median(costs) if costs else "-"}
+    return out
 
 
 def _one(kind: str, streams: int, tls: bool, seconds: float, server_core: int | None, gen_core: int | None) -> dict:

@@ -30,7 +30,7 @@ __all__ = ["WORKER_GRACE_S", "begin_run", "end_run"]
 logger = logging.getLogger("locust_llm")
 
 WORKER_GRACE_S = 3.5
-_FILES = ("steps.csv", "workers.csv", "run.json", "summary.json", "report.html")
+_FILES = ("steps.csv", "workers.csv", "turns.csv", "run.json", "summary.json", "report.html")
 
 
 def begin_run(run: LLMRun) -> str | None:

@@ -312,7 +312,8 @@ def add_arguments(
     reads_env = hasattr(parser, "_add_config_file_help")  # configargparse
     for flag in flags:
         kwargs: dict[str, Any] = {"dest": flag.dest, "help": flag.help}
-        if not reads_env:  # configargparse shows the env var itself
+        if not reads_env:  # configargparse shows the env var itself; argparse formats help with %
+            kwargs["help"] = flag.help.replace("%", "%%")
             shown = [f"default: {flag.default}"] if flag.default else []
             shown += [f"env {flag.env_var}"] if flag.env_var else []
             kwargs["help"] += f" ({'; '.join(shown)})" if shown else ""

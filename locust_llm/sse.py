@@ -249,22 +249,12 @@ _CONTENT = re.compile(rb'"delta":\{"content":("[^"\\]*(?:\\.[^"\\]*)*")')
 """The content's JSON string in the usual compact chunk (``..."delta":{"content":"..."...``)."""
 
 
-def reply_text(payloads: list[bytes]) -> str:
-    """The answer text of a stream: the ``content`` of the first choice's delta of each payload, joined.
+def content_json(data: bytes) -> bytes:
+    """The JSON string literal of the first choice's delta ``content`` in a chunk's payload (``b'""'`` if none).
 
-    Kept cheap for conversations (the per-token path only keeps each payload's bytes): in the usual compact chunk,
-    as OpenAI, xAI, vLLM and llama.cpp send it, the content's JSON string is found by one regular-expression pass
-    over all payloads; a payload in another layout is parsed whole. The strings are decoded together, by one JSON
-    parse of their array, at the end of the stream."""
-    if not payloads:
-        return ""
-    found = _CONTENT.findall(b"\n".join(payloads))
-    if len(found) != len(payloads):  # some payload in another layout (or with several choices): one by one
-        found = [_content_json(data) for data in payloads]
-    return "".join(orjson.loads(b"[" + b",".join(found) + b"]"))
-
-
-def _content_json(data: bytes) -> bytes:
+    The per-token half of keeping a reply cheaply (conversations): in the usual compact chunk, as OpenAI, xAI, vLLM
+    and llama.cpp send it, the literal is sliced out of the bytes by one regular-expression search; a payload in
+    another layout is parsed whole. :func:`reply_text` decodes the slices together at the end of the stream."""
     match = _CONTENT.search(data)
     if match is not None:
         return match.group(1)
@@ -274,6 +264,12 @@ def _content_json(data: bytes) -> bytes:
     delta = first.get("delta") if isinstance(first, dict) else None
     content = delta.get("content") if isinstance(delta, dict) else None
     return orjson.dumps(content if isinstance(content, str) else "")
+
+
+def reply_text(slices: list[bytes]) -> str:
+    """The answer text from the :func:`content_json` slices of a stream's answer chunks: one JSON parse of their
+    array, joined."""
+    return "".join(orjson.loads(b"[" + b",".join(slices) + b"]")) if slices else ""
 
 
 _RATE_LIMIT_WORDS = ("rate_limit", "rate limit", "too_many_requests", "too many requests")

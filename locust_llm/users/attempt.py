@@ -117,7 +117,8 @@ class Attempt:
         self.header: Callable[[str], Any] = _no_header
         """Reads a header of the response once it has come (the client sets it)."""
         self.payloads: list[bytes] | None = None
-        """The answer tokens' raw payloads, when the reply text is kept (conversations; see ``sse.reply_text``)."""
+        """The answer tokens' content, as JSON string slices, when the reply text is kept (conversations; see
+        ``sse.content_json``)."""
         self._deadline = gevent.Timeout(timeout_s)
 
     def __enter__(self) -> Attempt:

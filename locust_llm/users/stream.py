@@ -17,7 +17,7 @@ from typing import Any
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from locust_llm.metrics import Outcome, RequestResult
-from locust_llm.sse import MalformedChunk, SSEDecoder, SSEEvent, parse_chunk, reply_text
+from locust_llm.sse import MalformedChunk, SSEDecoder, SSEEvent, content_json, parse_chunk, reply_text
 from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
 
 __all__ = ["run_stream"]
@@ -142,7 +142,7 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Atte
             if not result.answer_ns:
                 result.answer_ns = now_ns
             if attempt.payloads is not None:
-                attempt.payloads.append(event.data)
+                attempt.payloads.append(content_json(event.data))
     if chunk.done:
         result.end_ns = now_ns
         return True

@@ -185,3 +185,19 @@ def test_conversation_flags_build_the_workload():
 def test_bad_conversation_flags_are_one_line_errors(overrides, message):
     with pytest.raises(ConfigError, match=re.escape(message)):
         RunConfig.from_options(options(**overrides))
+
+
+def test_every_help_page_formats():
+    """A flag whose help says '1%' must not break argparse's %-formatting of --help (it once did)."""
+    import argparse
+
+    from locust_llm.cli import build_parser
+    from locust_llm.sim.cli import add_arguments as add_sim_arguments
+
+    parser = build_parser()
+    subparsers = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    pages = [parser.format_help(), *(sub.format_help() for sub in subparsers.choices.values())]
+    sim = argparse.ArgumentParser()
+    add_sim_arguments(sim)
+    pages.append(sim.format_help())
+    assert all(pages) and any("1%)" in page for page in pages)

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from locust_llm.sse import ChatChunk, MalformedChunk, SSEDecoder, SSEEvent, parse_chunk, reply_text
+from locust_llm.sse import ChatChunk, MalformedChunk, SSEDecoder, SSEEvent, content_json, parse_chunk, reply_text
 
 
 def decode_all(*chunks: bytes) -> list[SSEEvent]:
@@ -229,7 +229,7 @@ def test_a_usage_chunk_without_details_still_works(details):
 def test_reply_text_joins_the_answer_contents_exactly():
     parts = ["Hel", 'lo, "wor', 'ld"\n', "✓ \\ done"]
     payloads = [chunk({"content": p}) for p in parts] + [chunk({"tool_calls": [{"index": 0}]})]
-    assert reply_text(payloads) == "".join(parts)
+    assert reply_text([content_json(p) for p in payloads]) == "".join(parts)
     assert reply_text([]) == ""
 
 
@@ -243,4 +243,4 @@ def test_reply_text_of_any_contents_in_any_chunk_layout(parts, spaced):
         delta = {"role": "assistant", "content": part} if spaced[i] else {"content": part}
         obj = {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         payloads.append(json.dumps(obj).encode() if spaced[(i + 1) % 8] else orjson.dumps(obj))
-    assert reply_text(payloads) == "".join(parts)
+    assert reply_text([content_json(p) for p in payloads]) == "".join(parts)

@@ -259,3 +259,31 @@ def test_systematic_network_failures_are_tagged(error, cause):
 def test_systematic_http_failures_are_tagged(status, cause):
     result, _ = run(FakeResponse(status, {"Content-Type": "application/json"}, body=b"{}"))
     assert result.cause == cause
+
+
+def reasoning(text):
+    return sse({"choices": [{"index": 0, "delta": {"reasoning_content": text}, "finish_reason": None}]})
+
+
+DETAILED_USAGE = sse({"choices": [], "usage": {"prompt_tokens": 900, "completion_tokens": 4,
+                                                "prompt_tokens_details": {"cached_tokens": 768},
+                                                "completion_tokens_details": {"reasoning_tokens": 2}}})  # fmt: skip
+
+
+@pytest.mark.parametrize("keep_reply", [False, True])
+def test_a_reasoning_stream_times_the_answer_and_keeps_the_reply_without_changing_the_samples(keep_reply):
+    """The same scripted stream gives the same TTFT, ITL and E2E samples whether the reply is kept or not."""
+    lines = ROLE + reasoning("think") + reasoning("ing") + content('He said "hi"') + content(" \\o/") + FINISH
+    lines += DETAILED_USAGE + DONE
+    clock = clock_from([0, 50, 200, 220, 300, 320, 330, 331, 340])
+    result, _ = run(FakeResponse(lines=lines), clock=clock, keep_reply=keep_reply)
+    assert result.outcome is Outcome.OK
+    assert (result.ttft_ns, result.itl_gaps_ns(), result.e2e_ns) == (200, [20, 80, 20], 340)
+    assert (result.answer_ttft_ns, result.reasoning_chunks) == (300, 2)
+    assert (result.cached_tokens, result.reasoning_tokens, result.reasoning_estimated) == (768, 2, False)
+    assert result.reply == ('He said "hi" \\o/' if keep_reply else "")
+
+
+def test_reasoning_without_usage_details_is_counted_and_marked_estimated():
+    result, _ = run(FakeResponse(lines=reasoning("a") + content("b") + FINISH + USAGE + DONE))
+    assert (result.reasoning_tokens, result.reasoning_estimated, result.cached_tokens) == (1, True, 0)
