@@ -24,6 +24,7 @@ from locust.env import Environment
 
 from locust_llm import outputs
 from locust_llm.config import RunConfig
+from locust_llm.interrupt import route_sigint_to_main
 from locust_llm.lifecycle import end_run
 from locust_llm.options import add_arguments
 from locust_llm.parsers import ConfigError
@@ -46,6 +47,7 @@ def _fail_startup(run: LLMRun, message: str) -> None:
 
 
 def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> None:
+    route_sigint_to_main()
     run = new_run(environment, runner)
     run.collector.attach()
     if run.is_worker:

@@ -55,7 +55,11 @@ def test_simulator_stops_with_locust(tmp_path, sig):
         assert wait_for(lambda: sims_of(proc.pid)), "the embedded simulator did not start"
         time.sleep(1.0)
         os.kill(proc.pid, sig)
-        proc.wait(30)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            pytest.fail(f"Locust still ran 30 s after {sig!r}; its log ends:\n{proc.communicate()[1][-3000:]}")
         assert wait_for(lambda: not sims_of(proc.pid)), f"simulator outlived Locust after {sig!r}"
     finally:
         if proc.poll() is None:

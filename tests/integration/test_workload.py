@@ -1,6 +1,7 @@
 """Conversations, prompt caches and reasoning models, end to end against the simulator (whose truth is known)."""
 
 import json
+import re
 
 import pytest
 
@@ -104,3 +105,15 @@ def test_a_malformed_multi_turn_file_names_the_file_and_line(tmp_path):
     errors = [line for line in proc.stderr.splitlines() if "error" in line]
     assert errors and f"--prompts {bad}: line 2: 'turns' must be a non-empty list of user messages" in errors[0]
     assert "Traceback" not in proc.stderr
+
+
+def test_the_report_draws_ttft_by_turn_in_a_real_browser(conversations, tmp_path):
+    from tests.integration.test_report_browser import chromium, headless
+
+    report = conversations["fast"] / "run_llm_report.html"
+    proc = headless(chromium(), tmp_path / "profile", "--dump-dom", report.as_uri())
+    status = re.search(r'id="render-status">([^<]*)<', proc.stdout)
+    assert status, proc.stderr[-2000:]
+    # TTFT, ITL, throughput, outcomes, TTFT by turn, timeline
+    assert status.group(1) == "rendered 6 charts, 0 errors"
+    assert "Time to first token by conversation turn" in proc.stdout

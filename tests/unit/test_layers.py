@@ -12,6 +12,7 @@ ADAPTERS = {
     "locust_llm.outputs",
     "locust_llm.preflight",
     "locust_llm.lifecycle",
+    "locust_llm.interrupt",
     "locust_llm.webui",
     "locust_llm.users.base",
     "locust_llm.users.attempt",
@@ -29,7 +30,7 @@ ADAPTERS = {
     "locust_llm.sim.cli",
     "locust_llm.sim.__main__",
 }
-RUNTIME_LIBRARIES = {"locust", "gevent", "geventhttpclient", "aiohttp", "psutil", "openai", "uvloop"}
+RUNTIME_LIBRARIES = {"locust", "gevent", "greenlet", "geventhttpclient", "aiohttp", "psutil", "openai", "uvloop"}
 
 
 def modules():
