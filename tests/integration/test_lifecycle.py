@@ -9,7 +9,7 @@ import time
 import psutil
 import pytest
 
-from tests.support.procs import LOCUSTFILE, clean_env, run_locust
+from tests.support.procs import LOCUSTFILE, clean_env, default_sigint, run_locust
 
 
 def sims_of(pid):
@@ -43,9 +43,8 @@ def start_locust(tmp_path):
         "--step-duration",
         "60s",
     ]
-    return subprocess.Popen(
-        cmd, cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
-    )
+    return subprocess.Popen(cmd, cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True, preexec_fn=default_sigint)  # fmt: skip
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])

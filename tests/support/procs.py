@@ -17,6 +17,12 @@ ROOT = Path(__file__).resolve().parents[2]
 LOCUSTFILE = ROOT / "locustfile.py"
 
 
+def default_sigint() -> None:
+    """A child's ``preexec_fn``: SIGINT at its default, whatever the test run's (a suite started in the background
+    by a shell ignores SIGINT, and its children inherit that: they could not be interrupted)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCUST_", "OPENAI_"))}
     env.update(extra)

@@ -1,6 +1,8 @@
 import subprocess
 import sys
 
+from tests.support.procs import default_sigint
+
 SCRIPT = """
 import os, signal, gevent
 from locust_llm.interrupt import route_sigint_to_main
@@ -22,7 +24,8 @@ except KeyboardInterrupt:
 
 def run(mode):
     code = "import sys\n" + SCRIPT
-    return subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=60).stdout
+    return subprocess.run([sys.executable, "-c", code, mode], capture_output=True, text=True, timeout=60,
+                          preexec_fn=default_sigint).stdout  # fmt: skip
 
 
 def test_sigint_reaches_the_main_greenlet_whichever_greenlet_runs():
