@@ -46,6 +46,7 @@ TAB_COLUMNS = (
     ("step", "Step"), ("users", "Users"), ("model", "Model"), ("requests", "Requests"), ("errors", "Errors"),
     ("share_429_pct", "429 %"), ("ttft_p50_ms", "TTFT p50 ms"), ("ttft_p99_ms", "TTFT p99 ms"),
     ("itl_p50_ms", "ITL p50 ms"), ("itl_p99_ms", "ITL p99 ms"), ("e2e_p99_ms", "E2E p99 ms"),
+    ("answer_ttft_p50_ms", "Answer TTFT p50 ms"), ("cache_hit_pct", "Cache hit %"),
     ("output_tok_s", "Out tok/s"), ("valid", "Valid"), ("invalid_reasons", "Reasons"),
 )  # fmt: skip
 LOCUST_START_FIELDS = frozenset({"user_count", "spawn_rate", "host", "run_time", "user_classes", "shape_class",
@@ -54,7 +55,8 @@ PATH_FLAGS = frozenset({"prompts", "system_prompt", "baseline", "llm_report"})
 _LIVE_PAGE = Path(__file__).with_name("webui_live.html")
 
 
-_DECIMALS = {"ttft_p50_ms": 1, "ttft_p99_ms": 1, "e2e_p99_ms": 0, "itl_p50_ms": 2, "itl_p99_ms": 2, "output_tok_s": 1}
+_DECIMALS = {"ttft_p50_ms": 1, "ttft_p99_ms": 1, "e2e_p99_ms": 0, "itl_p50_ms": 2, "itl_p99_ms": 2, "output_tok_s": 1,
+             "answer_ttft_p50_ms": 1}  # fmt: skip
 
 
 def tab_rows(rows: list[StepRow]) -> list[dict[str, Any]]:
@@ -68,6 +70,8 @@ def tab_rows(rows: list[StepRow]) -> list[dict[str, Any]]:
             value = shown.get(key)
             shown[key] = None if value is None else round(float(value), decimals)
         shown["share_429_pct"] = round(100 * row["status_429"] / requests, 1) if requests else 0.0
+        share = row.get("cache_hit_share")
+        shown["cache_hit_pct"] = None if share is None else round(100 * share, 1)
         shown["valid"] = "yes" if row["valid"] else "no"
         out.append(shown)
     return out

@@ -126,6 +126,10 @@ def test_the_routes_answer_and_no_page_holds_the_key(two_runs):
     assert routes["/llm/steps.csv"].splitlines()[0].startswith("step,users,model")
     extended = json.loads(routes["/stats/requests"])["extended_stats"]
     assert extended[0]["key"] == "llm" and extended[0]["data"][0]["users"] == 3
+    tab = extended[0]["data"][0]
+    step = read_csv(two_runs["cwd"] / "run_llm_steps.csv")[0]
+    assert tab["answer_ttft_p50_ms"] == round(float(step["answer_ttft_p50_ms"]), 1)  # no reasoning: the TTFT
+    assert tab["cache_hit_pct"] == round(100 * float(step["cache_hit_share"]), 1)
     for text in (two_runs["page"], *routes.values(), two_runs["output"]):
         assert KEY not in text
 
