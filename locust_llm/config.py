@@ -180,23 +180,13 @@ class RunConfig:
             "min_step_requests": self.min_step_requests,
             "max_retry_wait_s": self.flow.policy.max_wait_s,
             "sla": self.sla.as_dict(),
-            "prices": {
-                "input_usd_per_mtok": self.prices.input_usd_per_mtok,
-                "output_usd_per_mtok": self.prices.output_usd_per_mtok,
-                "cached_input_usd_per_mtok": self.prices.cached_input_usd_per_mtok,
-            },
+            "prices": self.prices.as_dict(),
         }
 
 
 def _rates(v: Values) -> tuple[float, ...] | None:
     """``--rates``, which excludes ``--steps`` (other than its default)."""
     rates = v["rates"]
-    turns = v["turns"]
-    if rates and turns is not None and turns.high > 1:
-        raise ConfigError(
-            f"--turns applies to closed-loop users (--steps or --search): with --rates each arrival is one "
-            f"request, got --turns {turns.low}:{turns.high} with --rates"
-        )
     default_steps = next(f for f in FLAGS if f.dest == "steps").value(None)
     if rates and v["steps"] != default_steps:
         raise ConfigError(
@@ -261,6 +251,12 @@ def workload_from(v: Values) -> Workload:
     """The workload of the run (prompt and system-prompt files were read by their flags' parsers)."""
     if v["prompts"] and v["input_tokens"] is not None:
         raise ConfigError("--prompts and --input-tokens exclude each other, got both")
+    turns = v["turns"]
+    if v["rates"] and turns is not None and turns.high > 1:
+        raise ConfigError(
+            f"--turns applies to closed-loop users (--steps or --search): with --rates each arrival is one "
+            f"request, got --turns {turns.low}:{turns.high} with --rates"
+        )
     return Workload(
         max_tokens=v["max_tokens"],
         prompts=v["prompts"] or (),

@@ -34,7 +34,7 @@ from locust_llm.collect.turns import TURN_COLUMNS, TurnRow, turn_rows, turns_csv
 from locust_llm.reports.files import ReportInputError, write_text_atomic
 from locust_llm.reports.verdict import EXIT_INPUT
 from locust_llm.run import LLMRun
-from locust_llm.tokens import estimate_prompt_tokens
+from locust_llm.tokens import message_tokens
 
 __all__ = ["CSV_REFRESH_S", "SUMMARY_LOG_PREFIX", "csv_prefix", "finish", "print_results", "rows", "start_refresh"]
 
@@ -72,7 +72,7 @@ def write_csvs(run: LLMRun) -> None:
         return
     write_csv(steps_csv_path(prefix), COLUMNS, rows(run))
     if run.require_config().workload.conversations:
-        write_csv(Path(turns_csv_path(prefix)), TURN_COLUMNS, conversation_rows(run))
+        write_csv(turns_csv_path(prefix), TURN_COLUMNS, conversation_rows(run))
     if run.role == "master":
         write_csv(workers_csv_path(prefix), WORKER_COLUMNS, run.collector.worker_rows())
 
@@ -128,7 +128,7 @@ def shared_prefix(config: Any) -> dict[str, int]:
     system = config.workload.system_messages()
     if not system:
         return {}
-    return {"prefix_tokens": estimate_prompt_tokens(system) - 3, "prefix_marked": int(config.workload.cache_control)}
+    return {"prefix_tokens": sum(map(message_tokens, system)), "prefix_marked": int(config.workload.cache_control)}
 
 
 def totals(run: LLMRun) -> dict[str, Any]:

@@ -62,8 +62,9 @@ class Recorder:
                  exception=None, context={})  # fmt: skip
             if result.reasoning_chunks or result.reasoning_tokens:
                 self.reasoning_seen = True
-            if self.reasoning_seen and result.answer_ns:
-                fire(request_type="TTFA", name=model, response_time=(result.answer_ns - result.sent_ns) / 1e6,
+            answer_ttft = result.answer_ttft_ns
+            if self.reasoning_seen and answer_ttft is not None:
+                fire(request_type="TTFA", name=model, response_time=answer_ttft / 1e6,
                      response_length=result.reasoning_tokens, exception=None, context={})  # fmt: skip
             for gap in result.itl_gaps_ns() if self.itl_events else ():
                 fire(request_type="ITL", name=model, response_time=gap / 1e6, response_length=0, exception=None,

@@ -123,6 +123,10 @@ class Prices:
     def given(self) -> bool:
         return self.input_usd_per_mtok is not None or self.output_usd_per_mtok is not None
 
+    def as_dict(self) -> dict[str, float | None]:
+        return {"input_usd_per_mtok": self.input_usd_per_mtok, "output_usd_per_mtok": self.output_usd_per_mtok,
+                "cached_input_usd_per_mtok": self.cached_input_usd_per_mtok}  # fmt: skip
+
     def cost_usd(self, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0) -> float:
         """``((prompt - cached) * in + cached * cached_in + completion * out) / 1e6``, where ``cached_in`` is the
         cached-input price (the input price when not given). Completion tokens include reasoning tokens, as

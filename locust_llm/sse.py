@@ -28,6 +28,7 @@ __all__ = [
     "MalformedChunk",
     "SSEDecoder",
     "SSEEvent",
+    "content_json",
     "error_message",
     "parse_chunk",
     "reply_text",
@@ -226,8 +227,10 @@ def _scan_choices(choices: Any, data: bytes) -> tuple[ChatChunk, str | None]:
         if not isinstance(choice, dict):
             raise MalformedChunk(f"a choice is not an object: {_preview(data)}")
         delta = choice.get("delta") or {}
-        if isinstance(delta, dict) and token is not _TOKEN:
-            token = _TOKEN if delta.get("content") else (_other_token(delta) if token is _EMPTY else token)
+        if isinstance(delta, dict):
+            kind = _TOKEN if delta.get("content") else _other_token(delta)
+            if kind is _TOKEN or token is _EMPTY:  # an answer token in any choice makes the chunk an answer
+                token = kind
         if choice.get("finish_reason"):
             finish_reason = str(choice["finish_reason"])
     return token, finish_reason

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["BYTES_PER_TOKEN", "content_text", "count_text_tokens", "estimate_prompt_tokens"]
+__all__ = ["BYTES_PER_TOKEN", "content_text", "count_text_tokens", "estimate_prompt_tokens", "message_tokens"]
 
 BYTES_PER_TOKEN = 4
 
@@ -27,6 +27,11 @@ def count_text_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
 
 
+def message_tokens(message: Mapping[str, Any]) -> int:
+    """One message's share of a prompt: ``4 + count_text_tokens(text(message))``."""
+    return 4 + count_text_tokens(content_text(message.get("content")))
+
+
 def estimate_prompt_tokens(messages: Sequence[Mapping[str, Any]]) -> int:
-    """``3 + sum(4 + count_text_tokens(text(m)) for m in messages)`` (see the module docstring)."""
-    return 3 + sum(4 + count_text_tokens(content_text(m.get("content"))) for m in messages)
+    """``3 + sum(message_tokens(m) for m in messages)`` (see the module docstring)."""
+    return 3 + sum(message_tokens(m) for m in messages)

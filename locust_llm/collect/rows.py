@@ -126,10 +126,11 @@ def value(row: StepRow, column: str) -> Any:
     return cast(Mapping[str, Any], row).get(column)
 
 
-def column_types() -> dict[str, type]:
-    """The Python type of each :class:`StepRow` column (``int``, ``float``, ``bool`` or ``str``), ``None`` aside."""
+def column_types(row_type: type = StepRow) -> dict[str, type]:
+    """The Python type of each column of a row type (:class:`StepRow` by default): ``int``, ``float``, ``bool`` or
+    ``str``, ``None`` aside."""
     out: dict[str, type] = {}
-    for name, hint in get_type_hints(StepRow).items():
+    for name, hint in get_type_hints(row_type).items():
         args = [a for a in getattr(hint, "__args__", (hint,)) if a is not type(None)]
         out[name] = args[0]
     return out

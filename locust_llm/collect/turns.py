@@ -13,6 +13,7 @@ how much of it a prefix cache serves.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import TypedDict
 
 from locust_llm.collect.rows import StepWindow
@@ -38,8 +39,8 @@ class TurnRow(TypedDict):
 TURN_COLUMNS: tuple[str, ...] = tuple(TurnRow.__annotations__)
 
 
-def turns_csv_path(csv_prefix: str) -> str:
-    return f"{csv_prefix}_llm_turns.csv"
+def turns_csv_path(csv_prefix: str | Path) -> Path:
+    return Path(f"{csv_prefix}_llm_turns.csv")
 
 
 def _q(stats: TurnStats, name: str, q: float, scale: float) -> float | None:

@@ -250,9 +250,7 @@ def cost(steps: Sequence[StepRow], prices: Prices) -> dict[str, Any]:
                 "usd_per_1k_responses": round(1000 * usd / ok, 6) if ok else None,
             }
         )
-    return {"prices": {"input_usd_per_mtok": prices.input_usd_per_mtok,
-                       "output_usd_per_mtok": prices.output_usd_per_mtok,
-                       "cached_input_usd_per_mtok": prices.cached_input_usd_per_mtok}, "steps": per_step}  # fmt: skip
+    return {"prices": prices.as_dict(), "steps": per_step}
 
 
 def analyze(

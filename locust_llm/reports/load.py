@@ -13,12 +13,14 @@ from pathlib import Path
 from typing import Any
 
 from locust_llm.collect.rows import COLUMNS, StepRow, column_types
+from locust_llm.collect.turns import TurnRow, turns_csv_path
 from locust_llm.reports.files import ReportInputError, open_csv
 from locust_llm.reports.history import history_path, locust_timeline, steps_from_history
 
 __all__ = ["LoadedRun", "ReportInputError", "load_run", "read_run_meta", "read_steps", "steps_path"]
 
 _TYPES = column_types()
+_TURN_TYPES = column_types(TurnRow)
 REQUIRED = ("step", "users", "model", "requests", "ok", "errors", "ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms")
 
 
@@ -70,29 +72,11 @@ def load_run(target: str | Path) -> LoadedRun:
 
 def read_turns(prefix: str | Path) -> list[dict[str, Any]]:
     """``{prefix}_llm_turns.csv`` (see :mod:`locust_llm.collect.turns`), or ``[]`` when there is none."""
-    path = Path(f"{prefix}_llm_turns.csv")
+    path = turns_csv_path(prefix)
     if not path.exists():
         return []
     header, body = open_csv(path)
-    rows = []
-    for line_no, cells in enumerate(body, start=2):
-        if not any(cells):
-            continue
-        if len(cells) != len(header):
-            raise ReportInputError(f"{path}: line {line_no} has {len(cells)} fields, expected {len(header)}")
-        rows.append({name: _turn_value(path, line_no, name, cell) for name, cell in zip(header, cells, strict=True)})
-    return rows
-
-
-def _turn_value(path: Path, line_no: int, name: str, cell: str) -> Any:
-    if name == "model":
-        return cell
-    if cell == "":
-        return None
-    try:
-        return int(cell) if name in ("step", "users", "turn", "requests") else float(cell)
-    except ValueError:
-        raise ReportInputError(f"{path}: line {line_no}, column {name}: expected a number, got {cell!r}") from None
+    return _typed_rows(path, header, body, _TURN_TYPES)
 
 
 def read_run_meta(prefix: str | Path) -> dict[str, Any]:
@@ -114,15 +98,7 @@ def read_steps(path: Path) -> list[StepRow]:
     missing = [c for c in REQUIRED if c not in header]
     if missing:
         raise ReportInputError(f"{path}: missing columns {', '.join(missing)} (is it a locust-llm _llm_steps.csv?)")
-    steps: list[dict[str, Any]] = []
-    for line_no, cells in enumerate(body, start=2):
-        if not any(cells):
-            continue
-        if len(cells) != len(header):
-            raise ReportInputError(
-                f"{path}: line {line_no} has {len(cells)} fields, expected {len(header)} (truncated file?)"
-            )
-        steps.append({name: _value(path, line_no, name, cell) for name, cell in zip(header, cells, strict=True)})
+    steps = _typed_rows(path, header, body, _TYPES)
     if not steps:
         raise ReportInputError(f"{path}: has a header but no steps (did the run end before its first step?)")
     for row in steps:
@@ -131,8 +107,22 @@ def read_steps(path: Path) -> list[StepRow]:
     return steps  # type: ignore[return-value]  # every column is set, typed by _value
 
 
-def _value(path: Path, line_no: int, name: str, cell: str) -> Any:
-    kind = _TYPES.get(name, float)
+def _typed_rows(path: Path, header: list[str], body: list[list[str]], types: dict[str, type]) -> list[dict[str, Any]]:
+    """The non-blank lines of a CSV as dicts, each cell typed by ``types`` (a one-line error naming the line)."""
+    rows: list[dict[str, Any]] = []
+    for line_no, cells in enumerate(body, start=2):
+        if not any(cells):
+            continue
+        if len(cells) != len(header):
+            raise ReportInputError(
+                f"{path}: line {line_no} has {len(cells)} fields, expected {len(header)} (truncated file?)"
+            )
+        rows.append({name: _value(path, line_no, name, cell, types) for name, cell in zip(header, cells, strict=True)})
+    return rows
+
+
+def _value(path: Path, line_no: int, name: str, cell: str, types: dict[str, type]) -> Any:
+    kind = types.get(name, float)
     if kind is str:
         return cell
     if kind is bool:

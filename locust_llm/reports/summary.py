@@ -155,11 +155,7 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
         "valid": not reasons,
         "invalid_reasons": reasons,
         "sla": {**sla.as_dict(), "error_limit": sla.error_limit, "described": sla.describe()},
-        "prices": {
-            "input_usd_per_mtok": prices.input_usd_per_mtok,
-            "output_usd_per_mtok": prices.output_usd_per_mtok,
-            "cached_input_usd_per_mtok": prices.cached_input_usd_per_mtok,
-        },
+        "prices": prices.as_dict(),
         "model": primary,
         "knee": {**{k: primary_analysis[k] for k in keys}, "search": search is not None},
         "analyses": {m: a.as_dict() for m, a in analyses.items()},

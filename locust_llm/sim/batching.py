@@ -329,13 +329,10 @@ class BatchingEngine:
         holders = self._holders.get(key, 0)
         if holders == 0:
             self.shared_blocks += seq.shared_blocks
-            self._take_shared(seq.shared_blocks)
+            self.used_blocks += seq.shared_blocks
+            self.peak_used_blocks = max(self.peak_used_blocks, self.used_blocks)
         self._holders[key] = holders + 1
         seq.holding = True
-
-    def _take_shared(self, blocks: int) -> None:
-        self.used_blocks += blocks
-        self.peak_used_blocks = max(self.peak_used_blocks, self.used_blocks)
 
     def _free(self, seq: _Seq) -> None:
         self.used_blocks -= seq.blocks

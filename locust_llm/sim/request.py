@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 
 from locust_llm.sim.prefix import cache_prefix, chain_keys
-from locust_llm.tokens import content_text, count_text_tokens, estimate_prompt_tokens
+from locust_llm.tokens import estimate_prompt_tokens, message_tokens
 
 __all__ = ["BadRequest", "ChatRequest", "parse_chat_request"]
 
@@ -90,7 +90,7 @@ def parse_chat_request(raw: bytes, contexts: Mapping[str, int], prefix_mode: str
     if prefix_mode == "off":
         return ChatRequest(model, messages, max_tokens, stream, include_usage, n_prompt, None, 0)
     keys = chain_keys(messages)
-    tokens = list(itertools.accumulate(4 + count_text_tokens(content_text(m.get("content"))) for m in messages))
+    tokens = list(itertools.accumulate(message_tokens(m) for m in messages))
     shared = len(cache_prefix(messages, prefix_mode))
     key, prefix_tokens = (keys[shared - 1], tokens[shared - 1]) if shared else (None, 0)
     if prefix_mode == "hint":

@@ -33,7 +33,7 @@ from locust_llm.sim.prefix import next_key
 from locust_llm.sim.tokens import TOKEN_JSON, token_id, token_text
 from locust_llm.sim.truth import open_loop_truth, saturation_users, steady_state
 from locust_llm.sim.wire import ChunkFormat, frame
-from locust_llm.tokens import count_text_tokens
+from locust_llm.tokens import message_tokens
 
 __all__ = ["EARLY_NS", "LATE_NS", "REFERENCE_WORKLOAD", "BehindWatch", "ModelRuntime", "Replica", "Stream"]
 
@@ -210,8 +210,8 @@ class Replica:
         if stream.history is not None:
             key, tokens = stream.history
             text = "".join(stream.text) if stream.transport is None else stream.reply(self.runtime.seed)
-            reply_key = next_key(key, {"role": "assistant", "content": text})
-            engine.prefix.insert(reply_key, tokens + 4 + count_text_tokens(text), time.monotonic_ns())
+            reply = {"role": "assistant", "content": text}
+            engine.prefix.insert(next_key(key, reply), tokens + message_tokens(reply), time.monotonic_ns())
         return engine.cached_tokens.pop(stream.seq_id, 0)
 
     def _inject(self, stream: Stream, transport: asyncio.BaseTransport) -> None:

@@ -100,7 +100,7 @@ class Attempt:
     token) fails the result as a timeout; any other exception passes through. The end time is stamped on exit
     when the client did not stamp it."""
 
-    __slots__ = ("_deadline", "clock", "header", "payloads", "result", "secrets", "timeout_s")
+    __slots__ = ("_deadline", "clock", "header", "reply_slices", "result", "secrets", "timeout_s")
 
     def __init__(
         self,
@@ -116,7 +116,7 @@ class Attempt:
         self.result = RequestResult(model=model, intended_ns=intended_ns, sent_ns=clock())
         self.header: Callable[[str], Any] = _no_header
         """Reads a header of the response once it has come (the client sets it)."""
-        self.payloads: list[bytes] | None = None
+        self.reply_slices: list[bytes] | None = None
         """The answer tokens' content, as JSON string slices, when the reply text is kept (conversations; see
         ``sse.content_json``)."""
         self._deadline = gevent.Timeout(timeout_s)

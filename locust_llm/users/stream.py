@@ -51,7 +51,7 @@ def run_stream(
     with Attempt(model, intended_ns, timeout_s, secrets, clock) as attempt:
         result = attempt.result
         if keep_reply:
-            attempt.payloads = []
+            attempt.reply_slices = []
         try:
             response = http.request("POST", uri, body=body, headers=headers)
             result.http_status = response.status_code
@@ -78,8 +78,8 @@ def run_stream(
         finally:
             if response is not None:
                 response.release()
-    if attempt.payloads:
-        result.reply = reply_text(attempt.payloads)
+    if attempt.reply_slices:
+        result.reply = reply_text(attempt.reply_slices)
     result.settle_tokens(prompt_tokens_estimate)
     return result
 
@@ -141,8 +141,8 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Atte
         else:
             if not result.answer_ns:
                 result.answer_ns = now_ns
-            if attempt.payloads is not None:
-                attempt.payloads.append(content_json(event.data))
+            if attempt.reply_slices is not None:
+                attempt.reply_slices.append(content_json(event.data))
     if chunk.done:
         result.end_ns = now_ns
         return True
