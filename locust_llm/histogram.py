@@ -1,19 +1,26 @@
 """A mergeable log-linear histogram of non-negative integer values (nanoseconds, token counts).
 
-Buckets (with ``unit`` = 1,000 for nanoseconds, i.e. 1 us buckets at the bottom):
+Buckets, with ``unit`` = 1,000 for nanoseconds (1 us buckets at the bottom) and ``precision`` = ``p`` bits
+(default 10):
 
-- ``u = value // unit``; below ``2**7`` each ``u`` has its own bucket (index ``u``), so values under 128 us are kept to
-  the microsecond, which resolves an ITL of 0.1 ms exactly;
-- from ``2**7`` on, with ``e = u.bit_length() - 7``: index ``= 64 * e + (u >> e)``. A bucket then spans ``2**e``
-  units starting at ``(u >> e) << e``, at most 1/64 of its lower bound. Reporting the bucket's midpoint bounds the
-  relative error by 1/128 (0.78 %) for every value of at least 128 units.
+- ``u = value // unit``; below ``2**p`` each ``u`` has its own bucket (index ``u``), so values under 1,024 us are kept
+  to the microsecond, which resolves an ITL of 0.1 ms exactly;
+- from ``2**p`` on, with ``e = u.bit_length() - p``: index ``= 2**(p-1) * e + (u >> e)``. A bucket then spans ``2**e``
+  units starting at ``(u >> e) << e``, at most ``2**-(p-1)`` of its lower bound (0.2 % at p = 10). Reporting the
+  bucket's midpoint bounds the relative error by ``2**-p`` (0.1 %) for every value of at least ``2**p`` units.
+  Near 200 ms a bucket is 0.26 ms wide (it was 2 ms at the wave-1 precision of 7 bits, which made p99s of very
+  different runs print the same).
 
-Memory is constant: an hour in nanoseconds needs fewer than 1,800 possible buckets, stored sparsely. ``count``,
-``sum``, ``min`` and ``max`` are exact. Merging adds bucket counts, so it is exact, associative and commutative:
-merging histograms equals one histogram of all their samples.
+Memory is bounded: an hour in nanoseconds needs fewer than 15,000 possible buckets at p = 10, stored sparsely (a
+step's ITLs, spread over a few milliseconds, occupy tens). ``count``, ``sum``, ``min`` and ``max`` are exact. Merging
+adds bucket counts, so it is exact, associative and commutative: merging histograms equals one histogram of all
+their samples. Only histograms of the same unit and precision merge.
 
 Quantiles use the nearest-rank definition: ``quantile(q)`` is the value of the sample of rank ``ceil(q * count)``
 (rank 1 for ``q == 0``), reported as its bucket's midpoint clamped to ``[min, max]``.
+
+``bench/histogram.py`` measures what the precision costs (recording, quantiles, the worker wire form) against the
+error it removes.
 """
 
 from __future__ import annotations
@@ -22,39 +29,47 @@ from collections.abc import Iterable
 from math import ceil
 from typing import Any
 
-__all__ = ["Histogram"]
+__all__ = ["PRECISION", "Histogram"]
 
-_LINEAR_BITS = 7
-_LINEAR_LIMIT = 1 << _LINEAR_BITS  # 128
-_HALF = _LINEAR_LIMIT >> 1  # 64
+PRECISION = 10
+"""Default linear bits: buckets at most 0.2 % wide (see the module docstring)."""
+
+LEGACY_PRECISION = 7
+"""The wave-1 precision, assumed for a wire form that does not name its own."""
 
 
-def bucket_index(units: int) -> int:
+def bucket_index(units: int, precision: int = PRECISION) -> int:
     """Index of the bucket holding ``units`` (a value already divided by the histogram's unit)."""
-    if units < _LINEAR_LIMIT:
+    if units < 1 << precision:
         return units
-    e = units.bit_length() - _LINEAR_BITS
-    return _HALF * e + (units >> e)
+    e = units.bit_length() - precision
+    return (e << (precision - 1)) + (units >> e)
 
 
-def bucket_bounds(index: int) -> tuple[int, int]:
+def bucket_bounds(index: int, precision: int = PRECISION) -> tuple[int, int]:
     """Half-open ``[low, high)`` range of units covered by bucket ``index``."""
-    if index < _LINEAR_LIMIT:
+    if index < 1 << precision:
         return index, index + 1
-    e = index // _HALF - 1
-    mantissa = index - _HALF * e
+    half = 1 << (precision - 1)
+    e = index // half - 1
+    mantissa = index - half * e
     return mantissa << e, (mantissa + 1) << e
 
 
 class Histogram:
     """Log-linear histogram; see the module docstring for the bucket layout and error bound."""
 
-    __slots__ = ("buckets", "count", "max", "min", "sum", "unit")
+    __slots__ = ("_limit", "_shift", "buckets", "count", "max", "min", "precision", "sum", "unit")
 
-    def __init__(self, unit: int = 1000) -> None:
+    def __init__(self, unit: int = 1000, precision: int = PRECISION) -> None:
         if unit < 1:
             raise ValueError(f"unit must be a positive integer, got {unit}")
+        if not 2 <= precision <= 16:
+            raise ValueError(f"precision must be an integer from 2 to 16 (bits), got {precision}")
         self.unit = unit
+        self.precision = precision
+        self._limit = 1 << precision
+        self._shift = precision - 1
         self.buckets: dict[int, int] = {}
         self.count = 0
         self.sum = 0
@@ -70,11 +85,11 @@ class Histogram:
         if value < 0:
             value = 0
         units = value // self.unit
-        if units < _LINEAR_LIMIT:
+        if units < self._limit:
             index = units
         else:
-            e = units.bit_length() - _LINEAR_BITS
-            index = _HALF * e + (units >> e)
+            e = units.bit_length() - self.precision
+            index = (e << self._shift) + (units >> e)
         buckets = self.buckets
         buckets[index] = buckets.get(index, 0) + 1
         if self.count == 0:
@@ -94,6 +109,8 @@ class Histogram:
         """Add ``other``'s samples to this histogram (in place) and return self."""
         if other.unit != self.unit:
             raise ValueError(f"cannot merge histograms with units {self.unit} and {other.unit}")
+        if other.precision != self.precision:
+            raise ValueError(f"cannot merge histograms with precisions {self.precision} and {other.precision} bits")
         if other.count == 0:
             return self
         buckets = self.buckets
@@ -109,7 +126,7 @@ class Histogram:
         return self
 
     def copy(self) -> Histogram:
-        return Histogram(self.unit).merge(self)
+        return Histogram(self.unit, self.precision).merge(self)
 
     @property
     def mean(self) -> float:
@@ -126,7 +143,7 @@ class Histogram:
         for index in sorted(self.buckets):
             seen += self.buckets[index]
             if seen >= rank:
-                low, high = bucket_bounds(index)
+                low, high = bucket_bounds(index, self.precision)
                 mid = (low + high) * self.unit / 2
                 return float(min(max(mid, self.min), self.max))
         return float(self.max)  # unreachable: counts add up to self.count
@@ -139,12 +156,20 @@ class Histogram:
             flat.append(index - previous)
             flat.append(self.buckets[index])
             previous = index
-        return {"u": self.unit, "n": self.count, "s": self.sum, "lo": self.min, "hi": self.max, "b": flat}
+        return {
+            "u": self.unit,
+            "p": self.precision,
+            "n": self.count,
+            "s": self.sum,
+            "lo": self.min,
+            "hi": self.max,
+            "b": flat,
+        }
 
     @classmethod
     def from_wire(cls, wire: dict[str, Any]) -> Histogram:
         try:
-            hist = cls(int(wire["u"]))
+            hist = cls(int(wire["u"]), int(wire.get("p", LEGACY_PRECISION)))
             flat = wire["b"]
             index = 0
             for i in range(0, len(flat), 2):
@@ -152,7 +177,7 @@ class Histogram:
                 hist.buckets[index] = int(flat[i + 1])
             hist.count, hist.sum = int(wire["n"]), int(wire["s"])
             hist.min, hist.max = int(wire["lo"]), int(wire["hi"])
-        except (KeyError, TypeError, ValueError, IndexError) as exc:
+        except (AttributeError, KeyError, TypeError, ValueError, IndexError) as exc:
             raise ValueError(f"malformed histogram wire form: {exc!r}") from exc
         if sum(hist.buckets.values()) != hist.count:
             raise ValueError("malformed histogram wire form: bucket counts do not add up to 'n'")
@@ -161,8 +186,9 @@ class Histogram:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Histogram):
             return NotImplemented
-        return (self.unit, self.buckets, self.count, self.sum, self.min, self.max) == (
+        return (self.unit, self.precision, self.buckets, self.count, self.sum, self.min, self.max) == (
             other.unit,
+            other.precision,
             other.buckets,
             other.count,
             other.sum,

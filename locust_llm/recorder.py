@@ -2,8 +2,9 @@
 
 For each attempt (:meth:`Recorder.record`): it is filed in the per-step statistics (the collector), and Locust's events
 ``TTFT``, ``ITL`` (one per gap, unless ``--locust-itl-events off``) and ``E2E`` (failures, with the classified
-message) fire with name = model; ``TTFA`` (time to the first answer token) too, from the first request that
-carried reasoning tokens on (so a model that does not reason shows no copy of ``TTFT``).
+message) fire with name = model (a request's ``ITL`` gaps go straight into Locust's stats in one call when nothing
+but Locust's runner listens: :mod:`locust_llm.locust_batch`); ``TTFA`` (time to the first answer token) too, from
+the first request that carried reasoning tokens on (so a model that does not reason shows no copy of ``TTFT``).
 Client requests (retries and waits included), judged against the SLA
 (:meth:`~locust_llm.sla.Sla.good`), and per-step counters are filed too.
 Every attempt also goes through the fail-fast rule (:mod:`locust_llm.failfast`).
@@ -17,6 +18,7 @@ from typing import Any
 
 from locust_llm.collect.collector import Collector
 from locust_llm.failfast import FailFast
+from locust_llm.locust_batch import log_gaps, sole_runner_listener
 from locust_llm.metrics import RequestResult
 from locust_llm.sla import Sla
 
@@ -31,8 +33,16 @@ class LLMError(Exception):
 
 
 class Recorder:
-    def __init__(self, events: Any, collector: Collector, on_fatal: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        events: Any,
+        collector: Collector,
+        on_fatal: Callable[[str], None],
+        runner_stats: Callable[[], Any] = lambda: None,
+    ) -> None:
         self.events = events
+        self.runner_stats = runner_stats
+        """The runner's ``RequestStats`` (None before there is a runner), for :func:`log_gaps`."""
         self.collector = collector
         self.on_fatal = on_fatal
         """Called once with the message that stops the run (see :mod:`locust_llm.failfast`)."""
@@ -66,9 +76,8 @@ class Recorder:
             if self.reasoning_seen and answer_ttft is not None:
                 fire(request_type="TTFA", name=model, response_time=answer_ttft / 1e6,
                      response_length=result.reasoning_tokens, exception=None, context={})  # fmt: skip
-            for gap in result.itl_gaps_ns() if self.itl_events else ():
-                fire(request_type="ITL", name=model, response_time=gap / 1e6, response_length=0, exception=None,
-                     context={})  # fmt: skip
+            if self.itl_events:
+                self._itl(model, result.itl_gaps_ns())
         fire(
             request_type="E2E",
             name=model,
@@ -77,6 +86,16 @@ class Recorder:
             exception=None if result.ok else LLMError(result.error),
             context={},
         )
+
+    def _itl(self, model: str, gaps_ns: list[int]) -> None:
+        stats = self.runner_stats()
+        if stats is not None and sole_runner_listener(self.events):
+            log_gaps(stats, "ITL", model, [gap / 1e6 for gap in gaps_ns])
+            return
+        fire = self.events.request.fire
+        for gap in gaps_ns:
+            fire(request_type="ITL", name=model, response_time=gap / 1e6, response_length=0, exception=None,
+                 context={})  # fmt: skip
 
     def count(self, name: str, model: str, n: int = 1, at_ns: int | None = None) -> None:
         """Add ``n`` to a per-step counter (retries, fallbacks, reconnects, ...) of ``model``."""

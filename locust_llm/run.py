@@ -52,7 +52,8 @@ class LLMRun:
         self.model = ""
         self.sim: EmbeddedSim | None = None
         self.collector = Collector(environment, self.role)
-        self.recorder = Recorder(environment.events, self.collector, self.fatal)
+        self.recorder = Recorder(environment.events, self.collector, self.fatal,
+                                 lambda: getattr(environment.runner, "stats", None))  # fmt: skip
         self.started = datetime.now(UTC)
         self.report_text = ""
         self.writer: Any = None  # the greenlet refreshing the CSVs (see locust_llm.outputs)

@@ -1,8 +1,9 @@
 """One streamed chat completion over a geventhttpclient connection, timed on one clock.
 
-The body is read line by line with ``readline(b"\\n")`` as bytes arrive (Locust's ``iter_lines``/``iter_content``
-read 1 KiB blocks and batch tokens; see DESIGN.md "Hot path"). Each SSE event is stamped with
-``time.perf_counter_ns()`` when its terminating blank line is read. Failures are classified
+The body is read line by line as bytes arrive (Locust's ``iter_lines``/``iter_content`` read 1 KiB blocks and batch
+tokens; see DESIGN.md "Hot path"): over plain HTTP in the event loop's read callback (:mod:`.pump`, no greenlet switch
+per token), over TLS and for whatever the pump hands back with ``readline(b"\\n")``. Each SSE event is stamped with
+``time.perf_counter_ns()`` when the bytes of its terminating blank line have been received. Failures are classified
 (:class:`~locust_llm.metrics.Outcome`) with a readable message from which secrets are removed.
 """
 
@@ -19,6 +20,7 @@ from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 from locust_llm.metrics import Outcome, RequestResult
 from locust_llm.sse import MalformedChunk, SSEDecoder, SSEEvent, content_json, parse_chunk, reply_text
 from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
+from locust_llm.users.pump import pump, pumpable
 
 __all__ = ["run_stream"]
 
@@ -44,7 +46,8 @@ def run_stream(
 ) -> RequestResult:
     """POST ``body`` to ``uri`` with ``http`` (a geventhttpclient ``HTTPClient``) and time the streamed answer.
 
-    ``on_first_token`` is called once, the moment the first token arrives (hedging waits for it). With
+    ``on_first_token`` is called once, the moment the first token arrives (hedging waits for it); it must not block
+    (over plain HTTP it runs in the event loop's read callback, :mod:`.pump`). With
     ``keep_reply`` the answer text is kept in ``result.reply`` (a conversation sends it back next turn).
     """
     response = None
@@ -94,6 +97,19 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
     readline = response.readline
     feed_line = decoder.feed_line
     done = False
+    if pumpable(response):  # plain HTTP: the body is read in the hub's callback (users/pump.py)
+
+        def on_event(event: SSEEvent, now_ns: int) -> bool:
+            nonlocal done, on_first_token
+            done = _on_event(event, now_ns, result, attempt)
+            if on_first_token is not None and result.token_ns:
+                on_first_token()
+                on_first_token = None
+            return done or result.outcome is not Outcome.OK
+
+        pump(response, feed_line, on_event, clock)
+        if result.outcome is not Outcome.OK:
+            return
     while True:
         line = readline(b"\n")
         if not line:

@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from locust_llm.histogram import Histogram, bucket_bounds, bucket_index
+from locust_llm.histogram import PRECISION, Histogram, bucket_bounds, bucket_index
 
 values_ns = st.integers(min_value=0, max_value=3_600 * 10**9)
 
@@ -20,24 +20,48 @@ def nearest_rank(values, q):
     return ordered[max(1, math.ceil(q * len(ordered))) - 1]
 
 
-@given(st.integers(min_value=0, max_value=2**40))
-def test_bucket_bounds_contain_the_value(units):
-    low, high = bucket_bounds(bucket_index(units))
+precisions = st.integers(min_value=2, max_value=16)
+
+
+@given(st.integers(min_value=0, max_value=2**40), precisions)
+def test_bucket_bounds_contain_the_value(units, precision):
+    low, high = bucket_bounds(bucket_index(units, precision), precision)
     assert low <= units < high
 
 
-@given(st.integers(min_value=128, max_value=2**40))
-def test_bucket_width_is_at_most_one_64th_of_its_lower_bound(units):
-    low, high = bucket_bounds(bucket_index(units))
-    assert (high - low) * 64 <= low
+@given(st.integers(min_value=0, max_value=2**40), precisions)
+def test_buckets_tile_the_line_in_index_order(units, precision):
+    index = bucket_index(units, precision)
+    low, high = bucket_bounds(index, precision)
+    assert bucket_index(high, precision) == index + 1
+    assert low == 0 or bucket_index(low - 1, precision) == index - 1
+
+
+@given(st.integers(min_value=0, max_value=2**40), precisions)
+def test_bucket_width_is_at_most_its_lower_bound_over_two_to_the_precision_minus_one(units, precision):
+    low, high = bucket_bounds(bucket_index(units, precision), precision)
+    assert high - low == 1 or (high - low) << (precision - 1) <= low
+
+
+def test_default_buckets_near_200_ms_are_a_quarter_millisecond_wide():
+    low, high = bucket_bounds(bucket_index(200_000))
+    assert low <= 200_000 < high and high - low == 256  # units of 1 us; it was 2,048 at 7 bits
 
 
 @given(st.lists(values_ns, min_size=1, max_size=200), st.sampled_from([0.0, 0.5, 0.9, 0.99, 1.0]))
 def test_quantiles_within_one_percent_of_the_exact_nearest_rank(values, q):
     exact = nearest_rank(values, q)
     got = hist_of(values).quantile(q)
-    # relative error <= 1/128 for values >= 128 us; within half a microsecond below that
-    assert abs(got - exact) <= max(exact / 128, 500)
+    # relative error <= 2**-precision for values >= 2**precision us; within half a microsecond below that
+    assert abs(got - exact) <= max(exact / 2**PRECISION, 500)
+
+
+@given(st.lists(values_ns, min_size=1, max_size=200), st.sampled_from([0.5, 0.99]), st.integers(4, 12))
+def test_any_precision_bounds_the_quantile_error(values, q, precision):
+    h = Histogram(1000, precision)
+    h.record_many(values)
+    exact = nearest_rank(values, q)
+    assert abs(h.quantile(q) - exact) <= max(exact / 2**precision, 500)
 
 
 def test_itl_of_a_tenth_of_a_millisecond_is_resolved():
@@ -75,14 +99,29 @@ def test_wire_form_round_trips(values):
     assert Histogram.from_wire(h.to_wire()) == h
 
 
+@given(st.lists(values_ns, max_size=30), st.integers(2, 16))
+def test_wire_form_round_trips_at_any_precision(values, precision):
+    h = Histogram(1000, precision)
+    h.record_many(values)
+    back = Histogram.from_wire(h.to_wire())
+    assert back == h and back.precision == precision
+
+
+def test_a_wire_form_without_precision_is_the_wave_1_layout():
+    old = {"u": 1000, "n": 1, "s": 200_000_000, "lo": 200_000_000, "hi": 200_000_000, "b": [64 * 11 + 97, 1]}
+    assert Histogram.from_wire(old).precision == 7
+
+
 def test_wire_form_is_compact():
-    h = hist_of(range(0, 10**9, 10**5))  # 10,000 samples from 0 to 1 s
-    assert len(h.to_wire()["b"]) < 2 * 1200
+    h = hist_of(range(0, 10**9, 10**5))  # 10,000 samples from 0 to 1 s: one bucket each at most
+    assert len(h.to_wire()["b"]) <= 2 * 10_000
+    itl = hist_of(20_000_000 + 1000 * (i % 3000) for i in range(100_000))  # a step of ITLs spread over 3 ms
+    assert len(itl.to_wire()["b"]) <= 2 * (3000 // 32 + 2)  # buckets of 32 us near 20 ms
 
 
 def test_memory_is_bounded_by_the_number_of_buckets():
     h = hist_of(range(0, 3_600 * 10**9, 7_919 * 10**5))
-    assert len(h.buckets) < 1800
+    assert max(h.buckets) < 2**9 * 22 + 2**10  # an hour is 3.6e9 us, 32 bits: e <= 22, mantissa < 2**10
 
 
 @pytest.mark.parametrize(
@@ -101,6 +140,17 @@ def test_malformed_wire_forms_are_rejected(wire):
 def test_units_must_match_to_merge():
     with pytest.raises(ValueError, match="units"):
         Histogram(1000).merge(hist_of([1], unit=1))
+
+
+def test_precisions_must_match_to_merge():
+    with pytest.raises(ValueError, match="precisions 10 and 7"):
+        Histogram(1000).merge(Histogram(1000, 7))
+
+
+@pytest.mark.parametrize("precision", [1, 17])
+def test_precision_out_of_range_is_refused(precision):
+    with pytest.raises(ValueError, match=f"precision must be an integer from 2 to 16 \\(bits\\), got {precision}"):
+        Histogram(1000, precision)
 
 
 def test_quantile_must_be_within_zero_and_one():

@@ -9,6 +9,7 @@ ENTRY = {"locust_llm.plugin", "locust_llm.cli"}
 ADAPTERS = {
     "locust_llm.run",
     "locust_llm.recorder",
+    "locust_llm.locust_batch",
     "locust_llm.outputs",
     "locust_llm.preflight",
     "locust_llm.lifecycle",
@@ -19,6 +20,7 @@ ADAPTERS = {
     "locust_llm.users.chat",
     "locust_llm.users.sdk",
     "locust_llm.users.stream",
+    "locust_llm.users.pump",
     "locust_llm.users.flow",
     "locust_llm.users.open_loop",
     "locust_llm.shapes.step_shape",

@@ -1,0 +1,60 @@
+"""Locust's ``ITL`` rows from one call per request instead of one ``request`` event per token gap.
+
+Firing Locust's ``request`` event goes through ``EventHook.fire``, the runner's listener, ``RequestStats.log_request``
+and two ``StatsEntry.log`` calls per gap: at 512 streams that was a tenth of the generator's CPU (DESIGN.md "Hot
+path"). When the runner's own listener is the event's only listener, :func:`log_gaps` applies a request's gaps to the
+same two entries (the ``ITL`` row and the total) exactly as that many ``log`` calls would, made in the same second:
+the same request count, per-second counts, sum, min, max, rounded response-time buckets and content length. Any
+other listener (a plugin, a user's own hook) keeps receiving every event: :func:`sole_runner_listener` says when
+batching is allowed, and is asked on every request.
+
+``tests/unit/test_locust_batch.py`` compares every field of the entries with per-event logging, so a Locust upgrade
+that changes ``StatsEntry.log`` fails there rather than drifting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from locust.stats import RequestStats, bucket_response_time
+
+__all__ = ["RUNNER_LISTENER", "log_gaps", "sole_runner_listener"]
+
+RUNNER_LISTENER = "Runner.__init__.<locals>.on_request"
+"""The qualified name of the listener every Locust runner adds to ``events.request`` (it logs into its stats)."""
+
+
+def sole_runner_listener(events: Any) -> bool:
+    """True when Locust's runner listener is the only listener of ``events.request``."""
+    handlers = getattr(events.request, "_handlers", None)
+    return (
+        isinstance(handlers, list)
+        and len(handlers) == 1
+        and getattr(handlers[0], "__qualname__", "") == RUNNER_LISTENER
+    )
+
+
+def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Sequence[float]) -> None:
+    """Log ``response_times_ms`` (content length 0) under ``(name, method)`` and the total, as that many
+    ``stats.log_request`` calls in the same second would."""
+    if not response_times_ms:
+        return
+    first, rest = response_times_ms[0], response_times_ms[1:]
+    low, high = (min(rest), max(rest)) if rest else (first, first)
+    rounded = [bucket_response_time(value) for value in rest]
+    for entry in (stats.total, stats.entries[(name, method)]):
+        entry.log(first, 0)  # the per-second cache and the request timestamp, as Locust does them
+        if not rest:
+            continue
+        entry.num_requests += len(rest)
+        entry.num_reqs_per_sec[int(entry.last_request_timestamp)] += len(rest)
+        total = entry.total_response_time
+        for value in rest:  # one by one, in order: the float sum is bit for bit Locust's
+            total += value
+        entry.total_response_time = total
+        entry.min_response_time = min(entry.min_response_time, low)
+        entry.max_response_time = max(entry.max_response_time, high)
+        buckets = entry.response_times
+        for key in rounded:
+            buckets[key] += 1

@@ -1,0 +1,24 @@
+"""Batched ITL logging equals Locust's per-event logging, field for field, on a real Locust runner.
+
+Locust monkey-patches the interpreter on import, so the comparison runs in its own process
+(tests/support/locust_batch_probe.py).
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+PROBE = Path(__file__).resolve().parents[1] / "support" / "locust_batch_probe.py"
+
+
+def test_batched_gaps_equal_one_event_per_gap_and_only_when_the_runner_alone_listens():
+    out = subprocess.run([sys.executable, str(PROBE), "200"], capture_output=True, text=True, timeout=120, check=True)
+    got = json.loads(out.stdout.strip().splitlines()[-1])
+    assert got == {
+        "equal": True,
+        "equal_with_a_gap_dropped": False,  # the comparison sees a difference of one gap
+        "runner_alone": True,
+        "with_a_plugin": False,
+        "no_runner": False,
+    }

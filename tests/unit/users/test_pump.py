@@ -1,0 +1,185 @@
+"""The pump (the body read in the hub's callback) against the readline loop, over real loopback sockets.
+
+A gevent server in the test's process writes a scripted response piece by piece; before each piece it sets the
+clock both readers use to that piece's scripted time, so a sample is exact: the time of the piece that completed its
+event. Each scenario runs through both readers and must give the same result, field for field.
+"""
+
+import random
+from dataclasses import asdict
+
+import gevent
+import orjson
+import pytest
+from gevent.server import StreamServer
+from geventhttpclient import HTTPClient
+
+import locust_llm.users.stream as stream_module
+from locust_llm.metrics import Outcome
+from locust_llm.users.stream import run_stream
+
+HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def frame(payload: bytes) -> bytes:
+    return b"%x\r\n%b\r\n" % (len(payload), payload)
+
+
+def event(obj) -> bytes:
+    return b"data: " + (obj if isinstance(obj, bytes) else orjson.dumps(obj)) + b"\n\n"
+
+
+def token(text: str) -> bytes:
+    return event({"choices": [{"index": 0, "delta": {"content": text}, "finish_reason": None}]})
+
+
+ROLE = event({"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]})
+USAGE = event({"choices": [], "usage": {"prompt_tokens": 11, "completion_tokens": 4}})
+DONE = event(b"[DONE]")
+EVENTS = [ROLE, token("He"), token("llo"), token(" wor"), token("ld"), USAGE, DONE]
+END = b"0\r\n\r\n"
+
+
+class Script:
+    """A server that answers every request with ``pieces``: (bytes, scripted time in ns) written in order, 2 ms
+    apart; ``None`` as bytes closes the connection, ``"stall"`` stops writing."""
+
+    def __init__(self, pieces):
+        self.pieces = pieces
+        self.now = 0
+        self.connections = 0
+        self.server = StreamServer(("127.0.0.1", 0), self.handle)
+        self.server.start()
+
+    def clock(self) -> int:
+        return self.now
+
+    def handle(self, sock, _address):
+        self.connections += 1
+        while self.answer(sock):  # keep-alive: one request after the other until the client closes
+            pass
+
+    def answer(self, sock) -> bool:
+        data = b""
+        while b"\r\n\r\n" not in data:
+            more = sock.recv(65536)
+            if not more:
+                return False
+            data += more
+        head, _, body = data.partition(b"\r\n\r\n")
+        length = int(
+            next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length"))
+        )
+        while len(body) < length:
+            body += sock.recv(65536)
+        for piece, at in self.pieces:
+            if piece is None:
+                sock.close()
+                return False
+            if piece == "stall":
+                gevent.sleep(5)
+                return False
+            self.now = at
+            sock.sendall(piece)
+            gevent.sleep(0.002)
+        return True
+
+    def run(self, pumped: bool, monkeypatch, timeout_s: float = 5.0, keep_reply: bool = True):
+        self.now = 0
+        if not pumped:
+            monkeypatch.setattr(stream_module, "pumpable", lambda response: False)
+        http = HTTPClient("127.0.0.1", self.server.server_port, network_timeout=None, connection_timeout=5)
+        try:
+            return run_stream(http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=timeout_s, intended_ns=0,
+                              clock=self.clock, keep_reply=keep_reply)  # fmt: skip
+        finally:
+            http.close()
+            monkeypatch.undo()
+
+    def close(self):
+        self.server.stop()
+
+
+def both(pieces, monkeypatch, **kw):
+    script = Script(pieces)
+    try:
+        pumped, plain = script.run(True, monkeypatch, **kw), script.run(False, monkeypatch, **kw)
+    finally:
+        script.close()
+    assert asdict(pumped) == asdict(plain)
+    return pumped
+
+
+def timed(chunks):
+    """Pieces ``chunks`` at 1 ms, 2 ms, ... of scripted time."""
+    return [(piece, (i + 1) * 10**6) for i, piece in enumerate(chunks)]
+
+
+def test_one_event_per_piece_is_stamped_with_its_piece(monkeypatch):
+    result = both(timed([HEAD] + [frame(e) for e in EVENTS] + [END]), monkeypatch)
+    assert result.outcome is Outcome.OK
+    assert result.token_ns == [3 * 10**6, 4 * 10**6, 5 * 10**6, 6 * 10**6]
+    assert (result.prompt_tokens, result.completion_tokens, result.reply) == (11, 4, "Hello world")
+
+
+def test_events_in_the_same_piece_as_the_headers_are_read(monkeypatch):
+    result = both(timed([HEAD + b"".join(frame(e) for e in EVENTS) + END]), monkeypatch)
+    assert result.outcome is Outcome.OK and result.token_ns == [10**6] * 4 and result.reply == "Hello world"
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_any_split_of_the_bytes_gives_the_same_result_through_both_readers(monkeypatch, seed):
+    rng = random.Random(seed)
+    framed = b"".join(frame(e) for e in EVENTS[:2]) + frame(b"".join(EVENTS[2:5])) + b"".join(map(frame, EVENTS[5:]))
+    wire = HEAD + framed + END
+    cuts = sorted(rng.sample(range(1, len(wire)), 12))
+    pieces = [wire[a:b] for a, b in zip([0, *cuts], [*cuts, len(wire)], strict=True)]
+    result = both(timed(pieces), monkeypatch)
+    assert result.outcome is Outcome.OK and len(result.token_ns) == 4 and result.reply == "Hello world"
+
+
+def test_a_connection_closed_mid_body_is_a_connection_error(monkeypatch):
+    result = both(timed([HEAD, frame(ROLE), frame(token("a")), None]), monkeypatch)
+    assert result.outcome is Outcome.CONNECTION and len(result.token_ns) == 1
+
+
+def test_broken_chunk_framing_is_malformed(monkeypatch):
+    result = both(timed([HEAD, frame(ROLE), b"zz\r\nnot a chunk\r\n"]), monkeypatch)
+    assert result.outcome is Outcome.MALFORMED
+
+
+def test_a_malformed_chunk_fails_the_attempt_the_same_way(monkeypatch):
+    result = both(timed([HEAD, frame(ROLE), frame(token("a")), frame(b"data: {not json\n\n"), frame(DONE), END]),
+                  monkeypatch)  # fmt: skip
+    assert result.outcome is Outcome.MALFORMED and len(result.token_ns) == 1
+
+
+def test_a_last_line_without_a_newline_is_decoded_at_the_end(monkeypatch):
+    result = both(timed([HEAD, frame(ROLE), frame(token("a")), frame(USAGE), frame(b"data: [DONE]"), END]), monkeypatch)
+    assert result.outcome is Outcome.OK and result.completion_tokens == 4
+
+
+def test_the_deadline_interrupts_a_stalled_pump_and_the_loop_is_left_clean(monkeypatch):
+    script = Script(timed([HEAD, frame(ROLE), frame(token("a")), "stall"]))
+    try:
+        result = script.run(True, monkeypatch, timeout_s=0.3)
+        assert result.outcome is Outcome.TIMEOUT and len(result.token_ns) == 1
+        script.pieces = timed([HEAD] + [frame(e) for e in EVENTS] + [END])
+        again = script.run(True, monkeypatch)  # a new connection; the stalled one's watcher is gone
+        assert again.outcome is Outcome.OK and len(again.token_ns) == 4
+    finally:
+        script.close()
+
+
+def test_keep_alive_reuses_the_connection_after_a_pumped_body(monkeypatch):
+    script = Script(timed([HEAD] + [frame(e) for e in EVENTS] + [END]))
+    http = HTTPClient("127.0.0.1", script.server.server_port, network_timeout=None, connection_timeout=5)
+    try:
+        results = [run_stream(http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=5, intended_ns=0,
+                              clock=script.clock) for _ in range(2)]  # fmt: skip
+    finally:
+        http.close()
+        script.close()
+    assert [r.outcome for r in results] == [Outcome.OK, Outcome.OK]
+    assert [len(r.token_ns) for r in results] == [4, 4]
+    assert script.connections == 1
