@@ -1,11 +1,12 @@
 """The floor: a raw asyncio ``Protocol`` streaming client that splits events on blank lines and does nothing else.
 
-``python bench/raw_client.py URL MODEL STREAMS MAX_TOKENS SECONDS WARMUP_S`` runs STREAMS closed-loop users, one
-keep-alive connection each (first requests spread over one second), and prints one JSON line like
+``python bench/raw_client.py URL MODEL STREAMS MAX_TOKENS SECONDS WARMUP_S [asyncio]`` runs STREAMS closed-loop
+users, one keep-alive connection each (first requests spread over one second), and prints one JSON line like
 ``bench/aiohttp_client.py``: TTFT/ITL p50/p99 (ms) of the samples between WARMUP_S and SECONDS - 1, and the tokens
-received in that window. It runs on uvloop when installed. No HTTP library, no JSON parsing: a token is an event
-holding a non-empty ``"content":"``; a response ends at the chunked body's ``0\\r\\n\\r\\n``. What is left is
-what the kernel and the event loop cost: the floor a Python generator can approach (plain HTTP only).
+received in that window. It runs on uvloop when installed (the physical floor), or on asyncio's own loop with the
+last argument ``asyncio`` (the floor as the ``[perf]`` issue measured it). No HTTP library, no JSON parsing: a token
+is an event holding a non-empty ``"content":"``; a response ends at the chunked body's ``0\\r\\n\\r\\n``. What is
+left is what the kernel and the event loop cost: the floor a Python generator can approach (plain HTTP only).
 """
 
 from __future__ import annotations
@@ -93,6 +94,8 @@ if __name__ == "__main__":
     url, model, streams, max_tokens, seconds, warmup = sys.argv[1:7]
     coro = main(url, model, int(streams), int(max_tokens), float(seconds), float(warmup))
     try:  # the floor: uvloop (libuv, C transports) when installed, as locust-llm's own simulator uses
+        if sys.argv[7:] == ["asyncio"]:
+            raise ImportError
         import uvloop
     except ImportError:
         asyncio.run(coro)

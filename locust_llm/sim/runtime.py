@@ -1,8 +1,9 @@
 """The simulator's runtime: each model's replicas (an engine and the timer that emits its tokens), its rate limiter
 and counters, and the responses in flight.
 
-One timer per engine replica drives it: it wakes when the engine's next step ends, takes every emission due and
-writes each token straight to its stream's transport as one HTTP chunk. No coroutine wakes per token.
+One timer per engine replica drives it: it wakes shortly before the engine's next step ends (centring the step's writes
+on its end, :mod:`.timing`), takes every emission due by then and writes each token straight to its stream's
+transport as one HTTP chunk. No coroutine wakes per token.
 
 A stream's first ``reasoning`` tokens go out as ``reasoning_content`` (a reasoning model's thinking), the rest as
 ``content``. When it ends, its usage reports the prompt tokens its engine served from the prefix cache
@@ -22,7 +23,6 @@ from collections import Counter
 from dataclasses import asdict
 from typing import Any
 
-from locust_llm.histogram import Histogram
 from locust_llm.shapes.arrivals import Arrivals
 from locust_llm.sim.batching import BatchingEngine
 from locust_llm.sim.config import ModelSpec, SimConfig
@@ -30,16 +30,13 @@ from locust_llm.sim.engine import Emission, PacingEngine, SeqRequest
 from locust_llm.sim.faults import MID_STREAM
 from locust_llm.sim.limits import RateLimiter
 from locust_llm.sim.prefix import next_key
+from locust_llm.sim.timing import EARLY_NS, EmissionError, WriteLead
 from locust_llm.sim.tokens import TOKEN_JSON, token_id, token_text
 from locust_llm.sim.truth import open_loop_truth, saturation_users, steady_state
 from locust_llm.sim.wire import ChunkFormat, frame
 from locust_llm.tokens import message_tokens
 
-__all__ = ["EARLY_NS", "LATE_NS", "REFERENCE_WORKLOAD", "BehindWatch", "ModelRuntime", "Replica", "Stream"]
-
-EARLY_NS = 500_000
-"""Tokens due within 0.5 ms are written now: asyncio's timers wake up to 1 ms late (epoll's millisecond timeout),
-so aiming half a millisecond early centres the emission error on zero."""
+__all__ = ["LATE_NS", "REFERENCE_WORKLOAD", "BehindWatch", "ModelRuntime", "Replica", "Stream"]
 
 LATE_NS = 5_000_000
 """A token written more than 5 ms after it was due counts as late (see :class:`BehindWatch`)."""
@@ -125,6 +122,7 @@ class Replica:
         self.streams: dict[int, Stream] = {}
         self._handle: asyncio.TimerHandle | None = None
         self._handle_ns: int | None = None
+        self.lead = WriteLead()
 
     @property
     def load(self) -> int:
@@ -150,13 +148,16 @@ class Replica:
         if self._handle is not None:
             self._handle.cancel()
         self._handle_ns = due
-        self._handle = asyncio.get_running_loop().call_at((due - EARLY_NS) / 1e9, self._fire)
+        self._handle = asyncio.get_running_loop().call_at((due - self.lead.lead_ns()) / 1e9, self._fire)
 
     def _fire(self) -> None:
+        due = self._handle_ns or 0
         self._handle = self._handle_ns = None
-        emissions = self.engine.advance(time.monotonic_ns() + EARLY_NS)
+        emissions = self.engine.advance(max(time.monotonic_ns() + EARLY_NS, due))
         if emissions:
+            start = time.monotonic_ns()
             self._write(emissions)
+            self.lead.observe(len(emissions), time.monotonic_ns() - start)
         self._reschedule()
 
     def _write(self, emissions: list[Emission]) -> None:
@@ -164,7 +165,7 @@ class Replica:
         streams = self.streams
         runtime = self.runtime
         seed = runtime.seed
-        record = runtime.lateness.record
+        record, early = runtime.emission.error.record, runtime.emission.early.record
         clock = time.monotonic_ns
         written = late = 0
         for seq_id, index, at_ns, last in emissions:
@@ -189,10 +190,14 @@ class Replica:
                 if last:
                     payload += stream.final_chunks("length", self.ended(stream))
                 transport.write(b"%x\r\n%b\r\n" % (len(payload), payload))  # type: ignore[attr-defined]
-            lateness = clock() - at_ns
-            record(lateness)
-            if lateness > LATE_NS:
-                late += 1
+            error = clock() - at_ns
+            if error >= 0:
+                if error > LATE_NS:
+                    late += 1
+            else:
+                error = -error
+                early(error)
+            record(error)
             written += 1
             if last:
                 del streams[seq_id]
@@ -241,11 +246,11 @@ def _end_stall(transport: asyncio.BaseTransport, stream: Stream) -> None:
 class ModelRuntime:
     """One model: its replicas, its rate limiter and its counters."""
 
-    def __init__(self, spec: ModelSpec, config: SimConfig, lateness: Histogram) -> None:
+    def __init__(self, spec: ModelSpec, config: SimConfig, emission: EmissionError) -> None:
         self.spec = spec
         self.seed = config.seed
         self.stall_s = config.stall_s
-        self.lateness = lateness
+        self.emission = emission
         self.limiter = RateLimiter(spec.limits)
         self.replicas = [Replica(self, self._engine()) for _ in range(spec.replicas)]
         self.tokens_emitted = 0

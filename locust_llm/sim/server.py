@@ -22,12 +22,12 @@ from collections import Counter
 
 from aiohttp import web
 
-from locust_llm.histogram import Histogram
 from locust_llm.shapes.arrivals import parse_arrivals
 from locust_llm.sim.config import SimConfig
 from locust_llm.sim.engine import SeqRequest
 from locust_llm.sim.request import BadRequest, ChatRequest, parse_chat_request
 from locust_llm.sim.runtime import BehindWatch, ModelRuntime, Stream
+from locust_llm.sim.timing import EmissionError
 from locust_llm.sim.wire import completion_body, error_body
 
 __all__ = ["SimServer", "serve"]
@@ -54,8 +54,8 @@ class SimServer:
     def __init__(self, config: SimConfig, prefix_mode: str = "auto") -> None:
         self.config = config
         self.prefix_mode = prefix_mode
-        self.lateness = Histogram()
-        self.models = {spec.name: ModelRuntime(spec, config, self.lateness) for spec in config.models}
+        self.emission = EmissionError()
+        self.models = {spec.name: ModelRuntime(spec, config, self.emission) for spec in config.models}
         self.requests_by_status = Counter[str]()
         self._contexts = {name: rt.spec.context_tokens for name, rt in self.models.items()}
         self._seq = itertools.count(1)
@@ -191,19 +191,14 @@ class SimServer:
             "models": {name: rt.stats() for name, rt in self.models.items()},
             "truth": {name: rt.truth() for name, rt in self.models.items()},
             "requests_by_status": dict(self.requests_by_status),
-            "lateness_ms": {
-                "count": self.lateness.count,
-                "p50": self.lateness.quantile(0.5) / 1e6,
-                "p99": self.lateness.quantile(0.99) / 1e6,
-                "max": self.lateness.max / 1e6,
-            },
+            **self.emission.stats(),  # lateness_ms: |written - due| of every token; early_ms (sim/timing.py)
             "cpu_s": usage.ru_utime + usage.ru_stime,
         }
         return web.json_response(body)
 
     async def reset_lateness(self, request: web.Request) -> web.Response:
-        """Start the token-emission lateness histogram afresh (benchmarks measure one phase at a time)."""
-        self.lateness.clear()
+        """Start the token-emission error histograms afresh (benchmarks measure one phase at a time)."""
+        self.emission.clear()
         return web.json_response({"status": "ok"})
 
     async def sim_truth(self, request: web.Request) -> web.Response:

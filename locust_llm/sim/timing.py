@@ -1,0 +1,82 @@
+"""When the simulator writes a decode step's tokens, and how far from their due time they went out.
+
+A decode step ends at one instant (the engine's schedule, the ground truth) and emits one token to every stream of
+its batch. One process writes them one after the other, one socket write each, so they cannot all leave at that
+instant: at 512 streams and ~6 us per write the batch takes ~3 ms to write. Writing all of it from the due time on
+made the last token of every step ~3 ms late, and a stream that sits at the end of the batch always so (wave 1:
+p99 lateness 2.5 ms at 128 streams, 5.9 ms at 512).
+
+:class:`WriteLead` centres the batch on the due time instead: the replica's timer fires ``EARLY_NS`` (the timer's
+own jitter) plus half the batch's expected write time before the step ends, so the tokens go out within about
+``n * w / 2`` either side of it, with ``n`` the tokens of the previous step and ``w`` the measured cost of one write
+(an exponentially weighted average). The lead is capped (``MAX_LEAD_NS``) so that a stalled process never writes far
+ahead. Only the wall-clock moment of each write moves: the engine's schedule, and so the analytic truth, are
+untouched, and a stream's place in the batch (the engine's order) is the same every step, so its ITL stays exact;
+its TTFT carries its place's offset, at most half the batch's write time.
+
+:class:`EmissionError` records ``|written - due|`` for every token (``/sim/stats`` ``lateness_ms``, the figure the
+benches hold to their goals) and, apart, how early the early ones were (``early_ms``): the histograms take no
+negative values, and an early write is as wrong as a late one.
+"""
+
+from __future__ import annotations
+
+from locust_llm.histogram import Histogram
+
+__all__ = ["EARLY_NS", "MAX_LEAD_NS", "EmissionError", "WriteLead"]
+
+EARLY_NS = 500_000
+"""The timer fires this much before a step ends: asyncio's timers wake up to 1 ms late (epoll's millisecond timeout),
+so aiming half a millisecond early centres the wake-up error on zero."""
+
+MAX_LEAD_NS = 10_000_000
+"""No token is written more than this before it is due, whatever the estimate says."""
+
+_START_WRITE_NS = 5_000
+"""The cost of one write assumed before the first step has been measured."""
+
+
+class WriteLead:
+    """How long before a step's end its writes start (module docstring)."""
+
+    __slots__ = ("tokens", "write_ns")
+
+    def __init__(self) -> None:
+        self.tokens = 0
+        """Tokens the last step wrote: the estimate of the next one's."""
+        self.write_ns = float(_START_WRITE_NS)
+
+    def lead_ns(self) -> int:
+        return min(MAX_LEAD_NS, EARLY_NS + int(self.tokens * self.write_ns / 2))
+
+    def observe(self, tokens: int, elapsed_ns: int) -> None:
+        """A step wrote ``tokens`` in ``elapsed_ns``."""
+        self.tokens = tokens
+        if tokens:
+            self.write_ns += 0.2 * (elapsed_ns / tokens - self.write_ns)
+
+
+class EmissionError:
+    """Every token's ``|written - due|`` and, apart, the earliness of those written early."""
+
+    __slots__ = ("early", "error")
+
+    def __init__(self) -> None:
+        self.error = Histogram()
+        self.early = Histogram()
+
+    def clear(self) -> None:
+        self.error.clear()
+        self.early.clear()
+
+    def stats(self) -> dict[str, dict[str, float]]:
+        error, early = self.error, self.early
+        return {
+            "lateness_ms": {
+                "count": error.count,
+                "p50": error.quantile(0.5) / 1e6,
+                "p99": error.quantile(0.99) / 1e6,
+                "max": error.max / 1e6,
+            },
+            "early_ms": {"count": early.count, "p99": early.quantile(0.99) / 1e6, "max": early.max / 1e6},
+        }
