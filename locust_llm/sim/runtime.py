@@ -24,6 +24,7 @@ from dataclasses import asdict
 from typing import Any
 
 from locust_llm.shapes.arrivals import Arrivals
+from locust_llm.sim.alarm import Alarm
 from locust_llm.sim.batching import BatchingEngine
 from locust_llm.sim.config import ModelSpec, SimConfig
 from locust_llm.sim.engine import Emission, PacingEngine, SeqRequest
@@ -120,8 +121,9 @@ class Replica:
         self.runtime = runtime
         self.engine = engine
         self.streams: dict[int, Stream] = {}
-        self._handle: asyncio.TimerHandle | None = None
-        self._handle_ns: int | None = None
+        self._alarm: Alarm | None = None  # made in the running loop on first use
+        self._due_ns: int | None = None  # the engine event the alarm is armed for
+        self._planned_ns = 0  # when the alarm was asked to ring
         self.lead = WriteLead()
 
     @property
@@ -141,24 +143,29 @@ class Replica:
 
     def _reschedule(self) -> None:
         due = self.engine.next_event_ns()
-        if due is None:
+        if due is None or (self._due_ns is not None and self._due_ns <= due):
             return
-        if self._handle is not None and self._handle_ns is not None and self._handle_ns <= due:
-            return
-        if self._handle is not None:
-            self._handle.cancel()
-        self._handle_ns = due
-        self._handle = asyncio.get_running_loop().call_at((due - self.lead.lead_ns()) / 1e9, self._fire)
+        if self._alarm is None:
+            self._alarm = Alarm(asyncio.get_running_loop(), self._fire)
+        self._due_ns = due
+        self._planned_ns = due - self.lead.lead_ns()
+        self._alarm.arm(self._planned_ns)
 
     def _fire(self) -> None:
-        due = self._handle_ns or 0
-        self._handle = self._handle_ns = None
+        due = self._due_ns or 0
+        self._due_ns = None
         emissions = self.engine.advance(max(time.monotonic_ns() + EARLY_NS, due))
+        start = time.monotonic_ns()
         if emissions:
-            start = time.monotonic_ns()
             self._write(emissions)
-            self.lead.observe(len(emissions), time.monotonic_ns() - start)
+        self.lead.observe(len(emissions), start - self._planned_ns, time.monotonic_ns() - start)
         self._reschedule()
+
+    def close(self) -> None:
+        """Release the alarm (shutting down)."""
+        if self._alarm is not None:
+            self._alarm.close()
+            self._alarm = None
 
     def _write(self, emissions: list[Emission]) -> None:
         """Write every emitted token to its stream: the simulator's hot path, kept to plain local operations."""

@@ -68,6 +68,7 @@ class SimServer:
                 for stream in list(replica.streams.values()):
                     replica.cancel(stream)
                     stream.finish()
+                replica.close()
 
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)

@@ -6,13 +6,15 @@ instant: at 512 streams and ~6 us per write the batch takes ~3 ms to write. Writ
 made the last token of every step ~3 ms late, and a stream that sits at the end of the batch always so (wave 1:
 p99 lateness 2.5 ms at 128 streams, 5.9 ms at 512).
 
-:class:`WriteLead` centres the batch on the due time instead: the replica's timer fires ``EARLY_NS`` (the timer's
-own jitter) plus half the batch's expected write time before the step ends, so the tokens go out within about
-``n * w / 2`` either side of it, with ``n`` the tokens of the previous step and ``w`` the measured cost of one write
-(an exponentially weighted average). The lead is capped (``MAX_LEAD_NS``) so that a stalled process never writes far
-ahead. Only the wall-clock moment of each write moves: the engine's schedule, and so the analytic truth, are
-untouched, and a stream's place in the batch (the engine's order) is the same every step, so its ITL stays exact;
-its TTFT carries its place's offset, at most half the batch's write time.
+:class:`WriteLead` centres the batch on the due time instead: the replica's alarm (:mod:`.alarm`, a timerfd
+precise to tens of microseconds) rings the expected wake-up delay plus half the batch's expected write time before
+the step ends, so the tokens go out within about ``n * w / 2`` either side of it, with ``n`` the tokens of the
+previous step, ``w`` the measured cost of one write (decayed sums weighted by tokens) and the delay from the
+planned instant to the first write measured too (the alarm's wake-up and the engine's step; it starts at
+``EARLY_NS``, about what a millisecond timer costs). The lead is capped (``MAX_LEAD_NS``) so that a stalled
+process never writes far ahead. Only the wall-clock moment of each write moves: the engine's schedule, and so the
+analytic truth, are untouched, and a stream's place in the batch (the engine's order) is the same every step, so
+its ITL stays exact; its TTFT carries its place's offset, at most half the batch's write time.
 
 :class:`EmissionError` records ``|written - due|`` for every token (``/sim/stats`` ``lateness_ms``, the figure the
 benches hold to their goals) and, apart, how early the early ones were (``early_ms``): the histograms take no
@@ -39,21 +41,32 @@ _START_WRITE_NS = 5_000
 class WriteLead:
     """How long before a step's end its writes start (module docstring)."""
 
-    __slots__ = ("tokens", "write_ns")
+    __slots__ = ("_written", "_written_ns", "tokens", "wake_ns")
 
     def __init__(self) -> None:
         self.tokens = 0
         """Tokens the last step wrote: the estimate of the next one's."""
-        self.write_ns = float(_START_WRITE_NS)
+        self.wake_ns = float(EARLY_NS)
+        """How long after the alarm was asked to ring the first write starts, on average (the wake-up and the
+        engine's step)."""
+        self._written = 1.0  # decayed sums: the cost of one write is their ratio, weighted by tokens, so that a
+        self._written_ns = float(_START_WRITE_NS)  # step of two tokens moves it as little as it says
+
+    @property
+    def write_ns(self) -> float:
+        """The cost of one write."""
+        return self._written_ns / self._written
 
     def lead_ns(self) -> int:
-        return min(MAX_LEAD_NS, EARLY_NS + int(self.tokens * self.write_ns / 2))
+        return min(MAX_LEAD_NS, int(self.wake_ns + self.tokens * self.write_ns / 2))
 
-    def observe(self, tokens: int, elapsed_ns: int) -> None:
-        """A step wrote ``tokens`` in ``elapsed_ns``."""
+    def observe(self, tokens: int, start_late_ns: int, elapsed_ns: int) -> None:
+        """A step's ``tokens`` writes started ``start_late_ns`` after the planned instant and took ``elapsed_ns``."""
         self.tokens = tokens
         if tokens:
-            self.write_ns += 0.2 * (elapsed_ns / tokens - self.write_ns)
+            self.wake_ns += 0.2 * (max(0, start_late_ns) - self.wake_ns)
+            self._written = 0.8 * self._written + tokens
+            self._written_ns = 0.8 * self._written_ns + elapsed_ns
 
 
 class EmissionError:

@@ -27,6 +27,7 @@ ADAPTERS = {
     "locust_llm.shapes.search_driver",
     "locust_llm.collect.collector",
     "locust_llm.sim.runtime",
+    "locust_llm.sim.alarm",
     "locust_llm.sim.server",
     "locust_llm.sim.launcher",
     "locust_llm.sim.cli",

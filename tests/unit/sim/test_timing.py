@@ -9,25 +9,36 @@ def test_before_any_step_the_lead_is_the_timer_jitter_alone():
 
 def test_the_lead_is_half_the_last_steps_measured_write_time():
     lead = WriteLead()
-    for _ in range(60):  # the average settles on the measured cost
-        lead.observe(512, 512 * 6_000)
+    for _ in range(60):  # the averages settle on the measured cost and start delay
+        lead.observe(512, 80_000, 512 * 6_000)
     assert lead.write_ns == pytest.approx(6_000, rel=1e-3)
-    assert lead.lead_ns() == pytest.approx(EARLY_NS + 512 * 6_000 / 2, rel=1e-3)
-    lead.observe(128, 128 * 6_000)  # the batch shrank: the next step is expected as large as this one
-    assert lead.lead_ns() == pytest.approx(EARLY_NS + 128 * 6_000 / 2, rel=1e-3)
+    assert lead.wake_ns == pytest.approx(80_000, rel=1e-3)
+    assert lead.lead_ns() == pytest.approx(80_000 + 512 * 6_000 / 2, rel=1e-3)
+    lead.observe(128, 80_000, 128 * 6_000)  # the batch shrank: the next step is expected as large as this one
+    assert lead.lead_ns() == pytest.approx(80_000 + 128 * 6_000 / 2, rel=1e-3)
 
 
-def test_an_empty_step_keeps_the_write_cost_and_expects_nothing():
+def test_a_step_of_few_tokens_moves_the_write_cost_by_its_weight_only():
     lead = WriteLead()
-    lead.observe(100, 100 * 8_000)
-    cost = lead.write_ns
-    lead.observe(0, 0)
-    assert lead.write_ns == cost and lead.lead_ns() == EARLY_NS
+    for _ in range(60):
+        lead.observe(512, 0, 512 * 6_000)
+    lead.observe(2, 0, 1_000_000)  # two writes after a pause: 500 us each
+    assert lead.write_ns < 6_000 * 1.5  # (0.8 * ~2,560 tokens' cost + 1 ms) / (0.8 * ~2,560 + 2)
+
+
+def test_an_empty_step_keeps_the_costs_and_expects_nothing():
+    lead = WriteLead()
+    lead.observe(100, 0, 100 * 8_000)
+    cost, wake = lead.write_ns, lead.wake_ns
+    lead.observe(0, 5_000_000, 0)
+    assert (lead.write_ns, lead.wake_ns, lead.tokens) == (cost, wake, 0)
+    assert lead.lead_ns() == int(wake)
 
 
 def test_a_stalled_process_never_writes_far_ahead():
     lead = WriteLead()
-    lead.observe(4096, 4096 * 10**6)  # a step that took seconds to write
+    for _ in range(30):
+        lead.observe(4096, 0, 4096 * 10**6)  # steps that took seconds to write
     assert lead.lead_ns() == MAX_LEAD_NS
 
 
