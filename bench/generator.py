@@ -8,7 +8,8 @@ error of the measured TTFT/ITL p50/p99 against the truth and the generator CPU p
 locust-llm's ChatStreamUser with full recording (Locust events, per-step histograms) and (b) the reference
 client (bench/aiohttp_client.py), and (c) the floor, a bare asyncio ``Protocol`` that splits events on blank
 lines (bench/raw_client.py, plain HTTP only), on uvloop (``raw``, the physical floor) and on asyncio's own loop
-(``raw-asyncio``, the floor as the ``[perf]`` issue measured it). It prints the goals next to the figures:
+(``raw-asyncio``, the floor as the ``[perf]`` issue measured it), and on gevent's loop (``raw-gevent``,
+bench/raw_gevent_client.py: what Locust's event loop alone costs). It prints the goals next to the figures:
 CPU per token <= 1.5x each floor; TTFT p99 error <= the floor's + 1 ms and ITL p99 error <= the floor's + 0.6 ms.
 CPU is read from /proc over the steady window (after the warm-up). With
 ``--tls`` each also runs over HTTPS (the server's certificate from its own CA, trusted with ``--ca-bundle``), so
@@ -38,7 +39,7 @@ TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
 TURNS_GOAL = 1.05
 CPU_GOAL = 1.5  # x the floor's CPU per token
 TTFT_P99_GOAL_MS, ITL_P99_GOAL_MS = 1.0, 0.6  # above the floor's p99 error
-FLOORS = ("raw", "raw-asyncio")
+FLOORS = ("raw", "raw-asyncio", "raw-gevent")
 
 
 CA: dict[str, str] = {}  # origin -> the CA file of a server started with --tls
@@ -87,7 +88,7 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
             cmd += ["--ca-bundle", CA[origin]] if origin in CA else []
             cmd += ["--turns", kind.split("--turns ")[1]] if "--turns " in kind else []
         else:
-            client = "aiohttp_client.py" if kind == "aiohttp" else "raw_client.py"
+            client = {"aiohttp": "aiohttp_client.py", "raw-gevent": "raw_gevent_client.py"}.get(kind, "raw_client.py")
             cmd = [PY, str(ROOT / "bench" / client), url, "sim-llm", str(streams), str(MAX_TOKENS),
                    str(seconds), str(WARMUP_S), *([CA[origin]] if origin in CA else [])]  # fmt: skip
             cmd += ["asyncio"] if kind == "raw-asyncio" else []
@@ -125,10 +126,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=25.0, help="Run time per measurement (default: 25).")
     parser.add_argument(
         "--generators",
-        default="locust-llm,aiohttp,raw,raw-asyncio",
+        default="locust-llm,aiohttp,raw,raw-asyncio,raw-gevent",
         help="Which generators: locust-llm, aiohttp (the reference), raw (the floor: a bare asyncio Protocol on "
-        "uvloop), raw-asyncio (the same on asyncio's own loop), locust-llm-sdk (default: "
-        "locust-llm,aiohttp,raw,raw-asyncio).",
+        "uvloop), raw-asyncio (the same on asyncio's own loop), raw-gevent (the same in gevent read callbacks), "
+        "locust-llm-sdk (default: locust-llm,aiohttp,raw,raw-asyncio,raw-gevent).",
     )
     parser.add_argument(
         "--turns",

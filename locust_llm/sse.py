@@ -60,6 +60,12 @@ class SSEDecoder:
         self._event = ""
         self._id: str | None = None
 
+    @property
+    def idle(self) -> bool:
+        """True between events: no data and no event name pending (a one-line ``data:`` event may then be cut out
+        of the bytes directly, see :mod:`locust_llm.users.pump`)."""
+        return not self._data and not self._event
+
     def feed(self, chunk: bytes) -> list[SSEEvent]:
         """Decode ``chunk`` and return the events it completes, in order."""
         events: list[SSEEvent] = []

@@ -7,7 +7,10 @@ runs in place when the socket is readable, like an asyncio ``Protocol.data_recei
 
 1. one non-blocking ``recv`` of what has arrived, stamped with ``clock()`` right after it;
 2. ``response.feed`` (geventhttpclient's C parser: chunked decoding into the body buffer);
-3. every complete line in the body buffer goes through the SSE decoder, each event to ``on_event`` with that stamp.
+3. every complete line in the body buffer is decoded as SSE, each event's data to ``on_data`` with that stamp
+   (:func:`_events`: the usual one-line ``data: ...`` event is cut out of the bytes directly; anything else, such
+   as comments, ``event:`` fields, multi-line data or CRLF line ends, goes line by line through the SSE decoder,
+   which gives the same events).
 
 Semantics stay those of the ``readline(b"\\n")`` loop (DESIGN.md "Hot path"): every ``recv`` is handled the moment
 it arrives (no block reads that batch tokens, no waiting for more), lines are split on ``\\n`` only, and a partial
@@ -30,13 +33,16 @@ from typing import Any
 import gevent._socket3
 from gevent.hub import Waiter, get_hub
 
+from locust_llm.sse import SSEDecoder
+
 __all__ = ["RECV_BYTES", "pump", "pumpable"]
 
 RECV_BYTES = 65536
 """One ``recv`` takes everything that has arrived (at most this): a token is a few hundred bytes."""
 
-OnEvent = Callable[[Any, int], bool]
-"""``on_event(event, now_ns)``: apply one SSE event; True to hand back to the caller (done, or the attempt failed)."""
+OnData = Callable[[bytes, int], bool]
+"""``on_data(data, now_ns)``: apply one SSE event's data; True to hand back to the caller (done, or the attempt
+failed)."""
 
 
 def pumpable(response: Any) -> bool:
@@ -45,13 +51,13 @@ def pumpable(response: Any) -> bool:
     return type(sock) is gevent._socket3.socket and not response.message_complete
 
 
-def pump(response: Any, feed_line: Callable[[bytes], Any], on_event: OnEvent, clock: Callable[[], int]) -> None:
+def pump(response: Any, decoder: SSEDecoder, on_data: OnData, clock: Callable[[], int]) -> None:
     """Read ``response``'s body in the hub's read callback until it hands back (module docstring).
 
     Lines already buffered are decoded first, stamped now. Raises in the calling greenlet whatever the socket or the
     parser raised.
     """
-    if _lines(response._body_buffer, feed_line, on_event, clock()):
+    if _events(response._body_buffer, decoder, on_data, clock()):
         return
     sock = response._sock
     recv = sock._sock.recv  # the non-blocking OS socket under gevent's cooperative one
@@ -67,7 +73,7 @@ def pump(response: Any, feed_line: Callable[[bytes], Any], on_event: OnEvent, cl
             now = clock()
             if data:
                 feed(data)
-                if not _lines(buffer, feed_line, on_event, now) and not response.message_complete:
+                if not _events(buffer, decoder, on_data, now) and not response.message_complete:
                     return
             # else end of file: the readline loop reads it again and lets the parser judge
         except BlockingIOError:
@@ -87,20 +93,44 @@ def pump(response: Any, feed_line: Callable[[bytes], Any], on_event: OnEvent, cl
         watcher.close()
 
 
-def _lines(buffer: bytearray, feed_line: Callable[[bytes], Any], on_event: OnEvent, now: int) -> bool:
-    """Decode every complete line in ``buffer`` (removing them); True as soon as ``on_event`` says hand back."""
+def _events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -> bool:
+    """Decode every complete line in ``buffer`` (removing them), each event's data to ``on_data``; True as soon as
+    it says hand back, with the lines not yet decoded put back at the front of ``buffer``."""
     end = buffer.rfind(b"\n")
     if end < 0:
         return False
     block = bytes(buffer[: end + 1])
     del buffer[: end + 1]
-    lines = block.split(b"\n")
-    lines.pop()  # the empty string after the last separator
-    for i, line in enumerate(lines):
-        event = feed_line(line)
-        if event is not None and on_event(event, now):
-            rest = b"\n".join(lines[i + 1 :])
-            if i + 1 < len(lines):
-                buffer[:0] = rest + b"\n"  # unread lines go back, for the readline loop
-            return True
+    parts = block.split(b"\n\n")  # complete events (their blank line cut) and, last, lines of one not yet ended
+    tail = parts.pop()
+    feed_line = decoder.feed_line
+    for i, part in enumerate(parts):
+        if part[:6] == b"data: " and decoder.idle and b"\n" not in part and b"\r" not in part:
+            if len(part) > 6 and on_data(part[6:], now):
+                _put_back(buffer, [], parts[i + 1 :], tail)
+                return True
+            continue
+        lines = part.split(b"\n")
+        lines.append(b"")  # the blank line that ended it
+        for j, line in enumerate(lines):
+            event = feed_line(line)
+            if event is not None and on_data(event.data, now):
+                _put_back(buffer, lines[j + 1 :], parts[i + 1 :], tail)
+                return True
+    if tail:
+        lines = tail.split(b"\n")
+        lines.pop()  # the empty string after its last separator
+        for j, line in enumerate(lines):
+            event = feed_line(line)
+            if event is not None and on_data(event.data, now):
+                _put_back(buffer, lines[j + 1 :], [], b"")
+                return True
     return False
+
+
+def _put_back(buffer: bytearray, lines: list[bytes], parts: list[bytes], tail: bytes) -> None:
+    """Return undecoded ``lines``, then whole events ``parts``, then ``tail`` to the front of ``buffer``, as they
+    were in the bytes."""
+    rest = b"".join(line + b"\n" for line in lines) + b"".join(part + b"\n\n" for part in parts) + tail
+    if rest:
+        buffer[:0] = rest

@@ -18,7 +18,7 @@ from typing import Any
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from locust_llm.metrics import Outcome, RequestResult
-from locust_llm.sse import MalformedChunk, SSEDecoder, SSEEvent, content_json, parse_chunk, reply_text
+from locust_llm.sse import MalformedChunk, SSEDecoder, content_json, parse_chunk, reply_text
 from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
 from locust_llm.users.pump import pump, pumpable
 
@@ -99,15 +99,15 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
     done = False
     if pumpable(response):  # plain HTTP: the body is read in the hub's callback (users/pump.py)
 
-        def on_event(event: SSEEvent, now_ns: int) -> bool:
+        def on_data(data: bytes, now_ns: int) -> bool:
             nonlocal done, on_first_token
-            done = _on_event(event, now_ns, result, attempt)
+            done = _on_event(data, now_ns, result, attempt)
             if on_first_token is not None and result.token_ns:
                 on_first_token()
                 on_first_token = None
             return done or result.outcome is not Outcome.OK
 
-        pump(response, feed_line, on_event, clock)
+        pump(response, decoder, on_data, clock)
         if result.outcome is not Outcome.OK:
             return
     while True:
@@ -116,7 +116,7 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
             break
         event = feed_line(line)
         if event is not None and not done:
-            done = _on_event(event, clock(), result, attempt)
+            done = _on_event(event.data, clock(), result, attempt)
             if on_first_token is not None and result.token_ns:
                 on_first_token()
                 on_first_token = None
@@ -124,7 +124,7 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
                 return
     if not done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
         for event in decoder.feed(_leftover(response)) + decoder.finish():
-            done = _on_event(event, clock(), result, attempt) or done
+            done = _on_event(event.data, clock(), result, attempt) or done
         if result.outcome is not Outcome.OK:
             return
         result.end_ns = clock()
@@ -143,10 +143,10 @@ def _leftover(response: Any) -> bytes:
     return data
 
 
-def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Attempt) -> bool:
-    """Apply one event to ``result`` (the attempt's); True when it was ``[DONE]``."""
+def _on_event(data: bytes, now_ns: int, result: RequestResult, attempt: Attempt) -> bool:
+    """Apply one event's data to ``result`` (the attempt's); True when it was ``[DONE]``."""
     try:
-        chunk = parse_chunk(event.data)
+        chunk = parse_chunk(data)
     except MalformedChunk as exc:
         attempt.malformed(str(exc))
         return False
@@ -158,7 +158,7 @@ def _on_event(event: SSEEvent, now_ns: int, result: RequestResult, attempt: Atte
             if not result.answer_ns:
                 result.answer_ns = now_ns
             if attempt.reply_slices is not None:
-                attempt.reply_slices.append(content_json(event.data))
+                attempt.reply_slices.append(content_json(data))
     if chunk.done:
         result.end_ns = now_ns
         return True

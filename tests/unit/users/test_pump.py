@@ -183,3 +183,73 @@ def test_keep_alive_reuses_the_connection_after_a_pumped_body(monkeypatch):
     assert [r.outcome for r in results] == [Outcome.OK, Outcome.OK]
     assert [len(r.token_ns) for r in results] == [4, 4]
     assert script.connections == 1
+
+
+# -- the event cutter against the SSE decoder, without sockets ----------------------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from locust_llm.sse import SSEDecoder  # noqa: E402
+from locust_llm.users.pump import _events  # noqa: E402
+
+payloads = st.sampled_from([b"{}", b"STOP", b"x", b'{"a": 1}', b"[DONE]", b"", b" spaced", b"da:ta"])
+lines_of_event = st.lists(
+    st.one_of(
+        payloads.map(lambda d: b"data: " + d),
+        payloads.map(lambda d: b"data:" + d),
+        st.just(b": a comment"),
+        st.just(b"event: message"),
+        st.just(b"id: 7"),
+        st.just(b"data"),
+    ),
+    min_size=1,
+    max_size=4,
+)
+streams = st.lists(
+    st.tuples(lines_of_event, st.sampled_from([b"\n", b"\r\n"]), st.integers(0, 2)), min_size=1, max_size=12
+).map(lambda events: b"".join(eol.join(lines) + eol + eol * (1 + extra) for lines, eol, extra in events))
+
+
+def reference(stream: bytes) -> list[bytes]:
+    """The decoder's events for the complete lines of ``stream`` (what readline(b"\\n") would give)."""
+    complete = stream[: stream.rfind(b"\n") + 1]
+    decoder = SSEDecoder()
+    return [event.data for line in complete.split(b"\n")[:-1] if (event := decoder.feed_line(line)) is not None]
+
+
+@settings(max_examples=400)
+@given(streams, st.lists(st.integers(1, 40), max_size=30), st.booleans())
+def test_the_cutter_gives_the_decoders_events_for_any_split_and_hand_back(stream, cuts, stop_at_stop):
+    decoder, buffer, got = SSEDecoder(), bytearray(), []
+
+    def on_data(data, _now):
+        got.append(data)
+        return stop_at_stop and data == b"STOP"
+
+    position = 0
+    for size in [*cuts, len(stream)]:
+        buffer += stream[position : position + size]
+        position += size
+        while _events(buffer, decoder, on_data, 0):  # handed back: the rest is still in the buffer, in order
+            pass
+    assert got == reference(stream)
+
+
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        (b"data: STOP\n\ndata: a\n", b"\n"),  # handed back before a tail: the tail's line is kept
+        (b"data: STOP\n\ndata: b\n\ndata: a\n", b"\n"),  # and before whole events
+        (b": c\ndata: STOP\n\ndata: b\n\n", b""),  # handed back from a line-by-line event
+        (b"data: x\ndata: STOP\n", b"\ndata: a\n\n"),  # an event of two lines split across reads
+    ],
+)
+def test_handing_back_keeps_every_undecoded_byte(first, second):
+    decoder, buffer, got = SSEDecoder(), bytearray(first), []
+    stopped = _events(buffer, decoder, lambda data, _now: got.append(data) or data == b"STOP", 0)
+    buffer += second
+    while _events(buffer, decoder, lambda data, _now: got.append(data) or False, 0):
+        pass
+    assert got == reference(first + second)
+    assert stopped == (b"STOP" in got)
