@@ -105,6 +105,42 @@ class Histogram:
         for value in values:
             self.record(value)
 
+    def record_gaps(self, times: list[int], start: int = 1, stop: int | None = None) -> None:
+        """Record ``times[i] - times[i - 1]`` for ``i`` in ``range(start, stop)``: the same as that many
+        :meth:`record` calls (a request's inter-token gaps), in one loop of local operations."""
+        stop = len(times) if stop is None else stop
+        if stop - start < 1:
+            return
+        unit, limit, precision, shift = self.unit, self._limit, self.precision, self._shift
+        buckets = self.buckets
+        get = buckets.get
+        low, high = (self.min, self.max) if self.count else (None, None)
+        total = 0
+        previous = times[start - 1]
+        for i in range(start, stop):
+            now = times[i]
+            value = now - previous
+            previous = now
+            if value < 0:
+                value = 0
+            units = value // unit
+            if units < limit:
+                index = units
+            else:
+                e = units.bit_length() - precision
+                index = (e << shift) + (units >> e)
+            buckets[index] = get(index, 0) + 1
+            if low is None or high is None:
+                low = high = value
+            elif value < low:
+                low = value
+            elif value > high:
+                high = value
+            total += value
+        self.min, self.max = low, high  # type: ignore[assignment]
+        self.count += stop - start
+        self.sum += total
+
     def merge(self, other: Histogram) -> Histogram:
         """Add ``other``'s samples to this histogram (in place) and return self."""
         if other.unit != self.unit:

@@ -17,9 +17,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from locust.stats import RequestStats, bucket_response_time
+import locust.stats as locust_stats
+from locust.stats import RequestStats
 
 __all__ = ["RUNNER_LISTENER", "log_gaps", "sole_runner_listener"]
+
+_LOCUST_BUCKET = locust_stats.bucket_response_time
 
 RUNNER_LISTENER = "Runner.__init__.<locals>.on_request"
 """The qualified name of the listener every Locust runner adds to ``events.request`` (it logs into its stats)."""
@@ -42,7 +45,11 @@ def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Seq
         return
     first, rest = response_times_ms[0], response_times_ms[1:]
     low, high = (min(rest), max(rest)) if rest else (first, first)
-    rounded = [bucket_response_time(value) for value in rest]
+    bucket = locust_stats.bucket_response_time  # looked up each time: Locust lets a run replace it
+    if bucket is _LOCUST_BUCKET:  # Locust's own rounding, inlined for the usual < 100 ms gaps (equal, tested)
+        rounded = [round(value) if value < 100 else bucket(value) for value in rest]
+    else:
+        rounded = [bucket(value) for value in rest]
     for entry in (stats.total, stats.entries[(name, method)]):
         entry.log(first, 0)  # the per-second cache and the request timestamp, as Locust does them
         if not rest:

@@ -77,7 +77,7 @@ class Recorder:
                 fire(request_type="TTFA", name=model, response_time=answer_ttft / 1e6,
                      response_length=result.reasoning_tokens, exception=None, context={})  # fmt: skip
             if self.itl_events:
-                self._itl(model, result.itl_gaps_ns())
+                self._itl(model, result.token_ns)
         fire(
             request_type="E2E",
             name=model,
@@ -87,15 +87,15 @@ class Recorder:
             context={},
         )
 
-    def _itl(self, model: str, gaps_ns: list[int]) -> None:
+    def _itl(self, model: str, token_ns: list[int]) -> None:
+        gaps_ms = [(token_ns[i] - token_ns[i - 1]) / 1e6 for i in range(1, len(token_ns))]
         stats = self.runner_stats()
         if stats is not None and sole_runner_listener(self.events):
-            log_gaps(stats, "ITL", model, [gap / 1e6 for gap in gaps_ns])
+            log_gaps(stats, "ITL", model, gaps_ms)
             return
         fire = self.events.request.fire
-        for gap in gaps_ns:
-            fire(request_type="ITL", name=model, response_time=gap / 1e6, response_length=0, exception=None,
-                 context={})  # fmt: skip
+        for gap in gaps_ms:
+            fire(request_type="ITL", name=model, response_time=gap, response_length=0, exception=None, context={})
 
     def count(self, name: str, model: str, n: int = 1, at_ns: int | None = None) -> None:
         """Add ``n`` to a per-step counter (retries, fallbacks, reconnects, ...) of ``model``."""

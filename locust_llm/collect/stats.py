@@ -242,9 +242,7 @@ class StatsTable:
         if len(tokens) < 2:
             return
         if locate(tokens[1]) == locate(tokens[-1]):  # the usual case: all gaps in one step and phase
-            record = self._at(locate, model, tokens[-1]).hist["itl"].record
-            for i in range(1, len(tokens)):
-                record(tokens[i] - tokens[i - 1])
+            self._at(locate, model, tokens[-1]).hist["itl"].record_gaps(tokens)
             return
         for i in range(1, len(tokens)):
             self._at(locate, model, tokens[i]).hist["itl"].record(tokens[i] - tokens[i - 1])

@@ -156,3 +156,21 @@ def test_precision_out_of_range_is_refused(precision):
 def test_quantile_must_be_within_zero_and_one():
     with pytest.raises(ValueError, match="quantile"):
         hist_of([1]).quantile(1.5)
+
+
+@given(
+    st.lists(st.integers(min_value=0, max_value=10**12), min_size=0, max_size=80),
+    st.lists(values_ns, max_size=10),
+    st.integers(2, 16),
+    st.data(),
+)
+def test_record_gaps_equals_recording_each_gap(times, before, precision, data):
+    start = data.draw(st.integers(1, max(1, len(times))))
+    stop = data.draw(st.integers(start, max(start, len(times))))
+    one_by_one, at_once = Histogram(1000, precision), Histogram(1000, precision)
+    one_by_one.record_many(before)
+    at_once.record_many(before)
+    for i in range(start, stop):
+        one_by_one.record(times[i] - times[i - 1])  # unsorted times give negative gaps: clamped to 0 by both
+    at_once.record_gaps(times, start, stop)
+    assert at_once == one_by_one
