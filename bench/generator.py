@@ -125,6 +125,12 @@ def main() -> None:
     parser.add_argument("--streams", default="128,256,512", help="Concurrent streams (default: 128,256,512).")
     parser.add_argument("--seconds", type=float, default=25.0, help="Run time per measurement (default: 25).")
     parser.add_argument(
+        "--max-tokens",
+        type=int,
+        default=MAX_TOKENS,
+        help=f"Tokens per response (default: {MAX_TOKENS}); more tokens spread each request's fixed cost thinner.",
+    )
+    parser.add_argument(
         "--generators",
         default="locust-llm,aiohttp,raw,raw-asyncio,raw-gevent",
         help="Which generators: locust-llm, aiohttp (the reference), raw (the floor: a bare asyncio Protocol on "
@@ -154,6 +160,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.turns is not None and args.turns < 2:
         parser.error(f"--turns must be an integer >= 2, got {args.turns}")
+    if args.max_tokens < 2:
+        parser.error(f"--max-tokens must be an integer >= 2, got {args.max_tokens}")
+    globals()["MAX_TOKENS"] = args.max_tokens
     if args.repeat < 1:
         parser.error(f"--repeat must be an integer >= 1, got {args.repeat}")
     generators = args.generators.split(",") + ([f"locust-llm --turns {args.turns}"] if args.turns else [])
