@@ -50,7 +50,8 @@ def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Seq
         rounded = [round(value) if value < 100 else bucket(value) for value in rest]
     else:
         rounded = [bucket(value) for value in rest]
-    for entry in (stats.total, stats.entries[(name, method)]):
+    entries: tuple[Any, ...] = (stats.total, stats.entries[(name, method)])  # Locust types times as int; they are
+    for entry in entries:  # floats in practice (every response time Locust users report)
         entry.log(first, 0)  # the per-second cache and the request timestamp, as Locust does them
         if not rest:
             continue

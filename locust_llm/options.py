@@ -237,8 +237,9 @@ FLAGS: tuple[Flag, ...] = (
     Flag("--warmup", "auto", "Samples this long after each step change are kept apart from the steady state: a "
          "duration (5s), a share of the step (10%), or auto = max(5 s, 10% of the step), at most half the step.",
          "LOCUST_LLM_WARMUP", parse_warmup, "steps"),
-    Flag("--locust-itl-events", "each", "Fire a Locust 'ITL' event for each gap between tokens (each), or none (off: "
-         "about 10% less generator CPU; per-step ITL is still recorded exactly).", "LOCUST_LLM_ITL_EVENTS",
+    Flag("--locust-itl-events", "each", "Log each gap between tokens in Locust's 'ITL' row (each; in one call per "
+         "request while only Locust's runner listens to request events, else one event per gap), or none (off: "
+         "per-step ITL is still recorded exactly).", "LOCUST_LLM_ITL_EVENTS",
          _choice("each", "off"), "steps"),
     Flag("--max-generator-cpu", "80", "A step is marked invalid when a generator process (a worker, the master or the "
          "single process) used more CPU than this percentage of one core: an overloaded generator inflates the "

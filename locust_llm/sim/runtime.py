@@ -64,6 +64,7 @@ class Stream:
         "reasoning_head",
         "seq_id",
         "tail",
+        "tail_len",
         "text",
         "transport",
     )
@@ -98,6 +99,7 @@ class Stream:
         self.text: list[str] = []
         self.fmt = ChunkFormat(seq_id, model, include_usage)
         self.head, self.tail = self.fmt.head, self.fmt.tail
+        self.tail_len = len(self.tail)
         self.reasoning_head = self.fmt.reasoning_head
 
     def final_chunks(self, finish_reason: str, cached_tokens: int = 0) -> bytes:
@@ -156,9 +158,8 @@ class Replica:
         self._due_ns = None
         emissions = self.engine.advance(max(time.monotonic_ns() + EARLY_NS, due))
         start = time.monotonic_ns()
-        if emissions:
-            self._write(emissions)
-        self.lead.observe(len(emissions), start - self._planned_ns, time.monotonic_ns() - start)
+        end = self._write(emissions) if emissions else start
+        self.lead.observe(len(emissions), start - self._planned_ns, end - start)
         self._reschedule()
 
     def close(self) -> None:
@@ -167,14 +168,17 @@ class Replica:
             self._alarm.close()
             self._alarm = None
 
-    def _write(self, emissions: list[Emission]) -> None:
-        """Write every emitted token to its stream: the simulator's hot path, kept to plain local operations."""
+    def _write(self, emissions: list[Emission]) -> int:
+        """Write every emitted token to its stream: the simulator's hot path, kept to plain local operations. The
+        loop does nothing but write and note each token's error: it is filed after the last write, so that the
+        step's writes span as little time as they can (:mod:`.timing`). Returns when the last write ended."""
         streams = self.streams
         runtime = self.runtime
         seed = runtime.seed
-        record, early = runtime.emission.error.record, runtime.emission.early.record
         clock = time.monotonic_ns
-        written = late = 0
+        errors: list[int] = []
+        noted = errors.append
+        end = clock()
         for seq_id, index, at_ns, last in emissions:
             stream = streams.get(seq_id)
             if stream is None:
@@ -191,27 +195,25 @@ class Replica:
             elif stream.fault is not None and index == stream.fault_at and stream.fault in MID_STREAM:
                 self._inject(stream, transport)
                 continue
-            else:
+            elif last:
                 head = stream.head if index >= stream.reasoning else stream.reasoning_head
                 payload = head + TOKEN_JSON[token_id(seed, seq_id, index)] + stream.tail
-                if last:
-                    payload += stream.final_chunks("length", self.ended(stream))
+                payload += stream.final_chunks("length", self.ended(stream))
                 transport.write(b"%x\r\n%b\r\n" % (len(payload), payload))  # type: ignore[attr-defined]
-            error = clock() - at_ns
-            if error >= 0:
-                if error > LATE_NS:
-                    late += 1
             else:
-                error = -error
-                early(error)
-            record(error)
-            written += 1
+                head = stream.head if index >= stream.reasoning else stream.reasoning_head
+                word = TOKEN_JSON[token_id(seed, seq_id, index)]
+                chunk = b"%x\r\n%b%b%b\r\n" % (len(head) + len(word) + stream.tail_len, head, word, stream.tail)
+                transport.write(chunk)  # type: ignore[attr-defined]
+            end = clock()
+            noted(end - at_ns)
             if last:
                 del streams[seq_id]
                 runtime.release(stream)
                 stream.finish()
-        runtime.tokens_emitted += written
-        runtime.late_tokens += late
+        runtime.tokens_emitted += len(errors)
+        runtime.late_tokens += runtime.emission.add(errors, LATE_NS)
+        return end
 
     def ended(self, stream: Stream) -> int:
         """``stream`` has its last token: its cached prompt tokens, and its conversation so far cached (module

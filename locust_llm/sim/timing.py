@@ -82,6 +82,20 @@ class EmissionError:
         self.error.clear()
         self.early.clear()
 
+    def add(self, errors: list[int], late_ns: int) -> int:
+        """File the ``written - due`` of a step's tokens; returns how many were over ``late_ns`` late."""
+        record, early = self.error.record, self.early.record
+        late = 0
+        for error in errors:
+            if error >= 0:
+                if error > late_ns:
+                    late += 1
+            else:
+                error = -error
+                early(error)
+            record(error)
+        return late
+
     def stats(self) -> dict[str, dict[str, float]]:
         error, early = self.error, self.early
         return {
