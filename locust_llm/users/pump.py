@@ -15,10 +15,11 @@ runs in place when the socket is readable, like an asyncio ``Protocol.data_recei
 Semantics stay those of the ``readline(b"\\n")`` loop (DESIGN.md "Hot path"): every ``recv`` is handled the moment
 it arrives (no block reads that batch tokens, no waiting for more), lines are split on ``\\n`` only, and a partial
 line is left in the body buffer. The user's greenlet sleeps in one :class:`gevent.hub.Waiter` for the whole body and
-is woken once, when the pump hands back: at the end of the message, at end of file, on any exception (re-raised in
-the user's greenlet, where :func:`~locust_llm.users.stream.run_stream` classifies it as before), or when the
-attempt failed. Everything the pump leaves (end of file, a trailing partial line, draining after ``[DONE]``) is
-finished by the readline loop, so both paths agree byte for byte. The whole-request deadline (a ``gevent.Timeout``)
+is woken once, when the pump hands back: at the end of the message (after ``[DONE]`` it reads on to the end of the
+chunked body, so that the connection goes back to the pool without another wait), at end of file, on any exception
+(re-raised in the user's greenlet, where :func:`~locust_llm.users.stream.run_stream` classifies it as before), or
+when the attempt failed. Everything the pump leaves (end of file, a trailing partial line) is finished by the
+readline loop, so both paths agree byte for byte. The whole-request deadline (a ``gevent.Timeout``)
 and a Locust stop still interrupt the wait; the watcher is stopped on every way out.
 
 Only plain sockets are pumped: a TLS socket's readiness says nothing about decrypted bytes (they may sit in the SSL

@@ -99,13 +99,15 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
     done = False
     if pumpable(response):  # plain HTTP: the body is read in the hub's callback (users/pump.py)
 
-        def on_data(data: bytes, now_ns: int) -> bool:
+        def on_data(data: bytes, now_ns: int) -> bool:  # after [DONE] the pump drains to the body's end
             nonlocal done, on_first_token
+            if done:
+                return False
             done = _on_event(data, now_ns, result, attempt)
             if on_first_token is not None and result.token_ns:
                 on_first_token()
                 on_first_token = None
-            return done or result.outcome is not Outcome.OK
+            return result.outcome is not Outcome.OK
 
         pump(response, decoder, on_data, clock)
         if result.outcome is not Outcome.OK:
