@@ -94,3 +94,16 @@ def test_models_health_and_stats(base):
     assert status == 200
     assert stats["truth"]["sim-llm"]["saturation_users"] == 4
     assert stats["models"]["sim-llm"]["finished"] >= 1
+
+
+def test_every_token_is_in_the_emission_error_and_none_is_written_far_ahead(base):
+    from locust_llm.sim.timing import EARLY_NS, MAX_LEAD_NS
+
+    for _ in range(3):
+        post(base, {**CHAT, "stream": True})
+    _, stats = get(base, "/sim/stats")
+    emitted = sum(m["tokens_emitted"] for m in stats["models"].values())
+    error, early = stats["lateness_ms"], stats["early_ms"]
+    assert emitted >= 9 and error["count"] == emitted  # |written - due| of every token, early or late
+    assert early["count"] <= error["count"]
+    assert early["max"] <= (MAX_LEAD_NS + EARLY_NS) / 1e6  # the lead is capped: never written far ahead
