@@ -21,6 +21,53 @@ import urllib.parse
 from locust_llm.histogram import Histogram
 
 
+def request_for(url: str, model: str, max_tokens: int) -> tuple[urllib.parse.SplitResult, bytes]:
+    """The URL's parts and the one request every stream sends, as bytes."""
+    parts = urllib.parse.urlsplit(url)
+    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "bench"}], "max_tokens": max_tokens,
+                       "stream": True}).encode()  # fmt: skip
+    request = (f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: "
+               f"application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
+    return parts, request
+
+
+def take(stream, data: bytes, now: int) -> bool:
+    """Split ``data`` into events, record the stream's tokens inside the window; True when the response ended.
+
+    ``stream`` has ``buffer``, ``last``, ``sent``, ``window`` and ``stats`` (shared by the gevent floor)."""
+    stream.buffer += data
+    *events, stream.buffer = stream.buffer.split(b"\n\n")
+    inside = stream.window[0] <= now <= stream.window[1]
+    stats = stream.stats
+    for event in events:
+        if b'"content":"' not in event or b'"content":""' in event:
+            continue
+        if stream.last is None:
+            if inside:
+                stats["ttft"].record(now - stream.sent)
+        elif inside:
+            stats["itl"].record(now - stream.last)
+        if inside:
+            stats["tokens"] += 1
+        stream.last = now
+    return stream.buffer.endswith(b"0\r\n\r\n")
+
+
+def report(stats: dict) -> None:
+    """Print the JSON line the generator bench reads."""
+
+    def q(h, p):
+        return round(h.quantile(p) / 1e6, 3)
+
+    print(json.dumps({"ttft_p50_ms": q(stats["ttft"], 0.5), "ttft_p99_ms": q(stats["ttft"], 0.99),
+                      "itl_p50_ms": q(stats["itl"], 0.5), "itl_p99_ms": q(stats["itl"], 0.99),
+                      "tokens": stats["tokens"]}), flush=True)  # fmt: skip
+
+
+def new_stats() -> dict:
+    return {"ttft": Histogram(), "itl": Histogram(), "tokens": 0}
+
+
 class Stream(asyncio.Protocol):
     def __init__(self, request: bytes, window: tuple[int, int], end: float, stats: dict, done: asyncio.Future):
         self.request, self.window, self.end, self.stats, self.done = request, window, end, stats, done
@@ -41,22 +88,7 @@ class Stream(asyncio.Protocol):
         self.transport.write(self.request)
 
     def data_received(self, data: bytes) -> None:
-        now = time.perf_counter_ns()
-        self.buffer += data
-        *events, self.buffer = self.buffer.split(b"\n\n")
-        inside = self.window[0] <= now <= self.window[1]
-        for event in events:
-            if b'"content":"' not in event or b'"content":""' in event:
-                continue
-            if self.last is None:
-                if inside:
-                    self.stats["ttft"].record(now - self.sent)
-            elif inside:
-                self.stats["itl"].record(now - self.last)
-            if inside:
-                self.stats["tokens"] += 1
-            self.last = now
-        if self.buffer.endswith(b"0\r\n\r\n"):
+        if take(self, data, time.perf_counter_ns()):
             self.send()
 
     def connection_lost(self, exc) -> None:
@@ -65,12 +97,8 @@ class Stream(asyncio.Protocol):
 
 
 async def main(url: str, model: str, streams: int, max_tokens: int, seconds: float, warmup_s: float) -> None:
-    parts = urllib.parse.urlsplit(url)
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "bench"}], "max_tokens": max_tokens,
-                       "stream": True}).encode()  # fmt: skip
-    request = (f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: "
-               f"application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
-    stats = {"ttft": Histogram(), "itl": Histogram(), "tokens": 0}
+    parts, request = request_for(url, model, max_tokens)
+    stats = new_stats()
     t0 = time.perf_counter_ns()
     window = (t0 + int(warmup_s * 1e9), t0 + int((seconds - 1) * 1e9))
     loop = asyncio.get_running_loop()
@@ -81,13 +109,7 @@ async def main(url: str, model: str, streams: int, max_tokens: int, seconds: flo
         await loop.create_connection(lambda d=done: Stream(request, window, end, stats, d), parts.hostname, parts.port)
         finished.append(done)
     await asyncio.wait_for(asyncio.gather(*finished), seconds + 120)
-
-    def q(h, p):
-        return round(h.quantile(p) / 1e6, 3)
-
-    print(json.dumps({"ttft_p50_ms": q(stats["ttft"], 0.5), "ttft_p99_ms": q(stats["ttft"], 0.99),
-                      "itl_p50_ms": q(stats["itl"], 0.5), "itl_p99_ms": q(stats["itl"], 0.99),
-                      "tokens": stats["tokens"]}), flush=True)  # fmt: skip
+    report(stats)
 
 
 if __name__ == "__main__":

@@ -10,17 +10,14 @@ change inside locust-llm can remove while it runs in Locust's gevent process.
 
 from __future__ import annotations
 
-import json
 import random
 import sys
 import time
-import urllib.parse
 
 import gevent
 import gevent.socket
 from gevent.event import Event
-
-from locust_llm.histogram import Histogram
+from raw_client import new_stats, report, request_for, take
 
 
 class Stream:
@@ -54,44 +51,19 @@ class Stream:
         if not data:
             self.watcher.stop()
             self.done.set()
-            return
-        self.buffer += data
-        *events, self.buffer = self.buffer.split(b"\n\n")
-        inside = self.window[0] <= now <= self.window[1]
-        for event in events:
-            if b'"content":"' not in event or b'"content":""' in event:
-                continue
-            if self.last is None:
-                if inside:
-                    self.stats["ttft"].record(now - self.sent)
-            elif inside:
-                self.stats["itl"].record(now - self.last)
-            if inside:
-                self.stats["tokens"] += 1
-            self.last = now
-        if self.buffer.endswith(b"0\r\n\r\n"):
+        elif take(self, data, now):
             self.send()
 
 
 def main(url: str, model: str, streams: int, max_tokens: int, seconds: float, warmup_s: float) -> None:
-    parts = urllib.parse.urlsplit(url)
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "bench"}], "max_tokens": max_tokens,
-                       "stream": True}).encode()  # fmt: skip
-    request = (f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: "
-               f"application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
-    stats = {"ttft": Histogram(), "itl": Histogram(), "tokens": 0}
+    parts, request = request_for(url, model, max_tokens)
+    stats = new_stats()
     t0 = time.perf_counter_ns()
     window = (t0 + int(warmup_s * 1e9), t0 + int((seconds - 1) * 1e9))
     end = time.perf_counter() + seconds
     all_streams = [Stream(parts.hostname or "", parts.port or 80, request, window, end, stats) for _ in range(streams)]
     gevent.wait([s.done for s in all_streams], timeout=seconds + 120)
-
-    def q(h, p):
-        return round(h.quantile(p) / 1e6, 3)
-
-    print(json.dumps({"ttft_p50_ms": q(stats["ttft"], 0.5), "ttft_p99_ms": q(stats["ttft"], 0.99),
-                      "itl_p50_ms": q(stats["itl"], 0.5), "itl_p99_ms": q(stats["itl"], 0.99),
-                      "tokens": stats["tokens"]}), flush=True)  # fmt: skip
+    report(stats)
 
 
 if __name__ == "__main__":

@@ -64,7 +64,6 @@ class Stream:
         "reasoning_head",
         "seq_id",
         "tail",
-        "tail_len",
         "text",
         "transport",
     )
@@ -99,7 +98,6 @@ class Stream:
         self.text: list[str] = []
         self.fmt = ChunkFormat(seq_id, model, include_usage)
         self.head, self.tail = self.fmt.head, self.fmt.tail
-        self.tail_len = len(self.tail)
         self.reasoning_head = self.fmt.reasoning_head
 
     def final_chunks(self, finish_reason: str, cached_tokens: int = 0) -> bytes:
@@ -195,15 +193,14 @@ class Replica:
             elif stream.fault is not None and index == stream.fault_at and stream.fault in MID_STREAM:
                 self._inject(stream, transport)
                 continue
-            elif last:
-                head = stream.head if index >= stream.reasoning else stream.reasoning_head
-                payload = head + TOKEN_JSON[token_id(seed, seq_id, index)] + stream.tail
-                payload += stream.final_chunks("length", self.ended(stream))
-                transport.write(b"%x\r\n%b\r\n" % (len(payload), payload))  # type: ignore[attr-defined]
             else:
                 head = stream.head if index >= stream.reasoning else stream.reasoning_head
                 word = TOKEN_JSON[token_id(seed, seq_id, index)]
-                chunk = b"%x\r\n%b%b%b\r\n" % (len(head) + len(word) + stream.tail_len, head, word, stream.tail)
+                if last:
+                    payload = head + word + stream.tail + stream.final_chunks("length", self.ended(stream))
+                    chunk = b"%x\r\n%b\r\n" % (len(payload), payload)
+                else:  # one formatting, no joined payload: the usual token
+                    chunk = b"%x\r\n%b%b%b\r\n" % (len(head) + len(word) + len(stream.tail), head, word, stream.tail)
                 transport.write(chunk)  # type: ignore[attr-defined]
             end = clock()
             noted(end - at_ns)

@@ -113,20 +113,27 @@ def _events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -
             continue
         lines = part.split(b"\n")
         lines.append(b"")  # the blank line that ended it
-        for j, line in enumerate(lines):
-            event = feed_line(line)
-            if event is not None and on_data(event.data, now):
-                _put_back(buffer, lines[j + 1 :], parts[i + 1 :], tail)
-                return True
+        rest = _lines(lines, feed_line, on_data, now)
+        if rest is not None:
+            _put_back(buffer, lines[rest:], parts[i + 1 :], tail)
+            return True
     if tail:
         lines = tail.split(b"\n")
         lines.pop()  # the empty string after its last separator
-        for j, line in enumerate(lines):
-            event = feed_line(line)
-            if event is not None and on_data(event.data, now):
-                _put_back(buffer, lines[j + 1 :], [], b"")
-                return True
+        rest = _lines(lines, feed_line, on_data, now)
+        if rest is not None:
+            _put_back(buffer, lines[rest:], [], b"")
+            return True
     return False
+
+
+def _lines(lines: list[bytes], feed_line: Callable[[bytes], Any], on_data: OnData, now: int) -> int | None:
+    """Decode ``lines`` one by one; the index of the first line left undecoded when ``on_data`` said hand back."""
+    for j, line in enumerate(lines):
+        event = feed_line(line)
+        if event is not None and on_data(event.data, now):
+            return j + 1
+    return None
 
 
 def _put_back(buffer: bytearray, lines: list[bytes], parts: list[bytes], tail: bytes) -> None:

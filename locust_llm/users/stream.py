@@ -97,18 +97,20 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
     readline = response.readline
     feed_line = decoder.feed_line
     done = False
+
+    def on_data(data: bytes, now_ns: int) -> bool:
+        """Apply one event's data (none after ``[DONE]``: the rest of the body is drained); True when the attempt
+        failed."""
+        nonlocal done, on_first_token
+        if done:
+            return False
+        done = _on_event(data, now_ns, result, attempt)
+        if on_first_token is not None and result.token_ns:
+            on_first_token()
+            on_first_token = None
+        return result.outcome is not Outcome.OK
+
     if pumpable(response):  # plain HTTP: the body is read in the hub's callback (users/pump.py)
-
-        def on_data(data: bytes, now_ns: int) -> bool:  # after [DONE] the pump drains to the body's end
-            nonlocal done, on_first_token
-            if done:
-                return False
-            done = _on_event(data, now_ns, result, attempt)
-            if on_first_token is not None and result.token_ns:
-                on_first_token()
-                on_first_token = None
-            return result.outcome is not Outcome.OK
-
         pump(response, decoder, on_data, clock)
         if result.outcome is not Outcome.OK:
             return
@@ -117,13 +119,8 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
         if not line:
             break
         event = feed_line(line)
-        if event is not None and not done:
-            done = _on_event(event.data, clock(), result, attempt)
-            if on_first_token is not None and result.token_ns:
-                on_first_token()
-                on_first_token = None
-            if result.outcome is not Outcome.OK:
-                return
+        if event is not None and on_data(event.data, clock()):
+            return
     if not done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
         for event in decoder.feed(_leftover(response)) + decoder.finish():
             done = _on_event(event.data, clock(), result, attempt) or done
