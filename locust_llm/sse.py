@@ -23,11 +23,13 @@ import orjson
 __all__ = [
     "ANSWER_FIELDS",
     "REASONING_FIELDS",
+    "TOKEN_CHUNK",
     "TOKEN_FIELDS",
     "ChatChunk",
     "MalformedChunk",
     "SSEDecoder",
     "SSEEvent",
+    "TokenShape",
     "content_json",
     "error_message",
     "parse_chunk",
@@ -163,6 +165,8 @@ class ChatChunk:
 _DONE = ChatChunk(done=True)
 _EMPTY = ChatChunk()
 _TOKEN = ChatChunk(has_token=True)
+TOKEN_CHUNK = _TOKEN
+"""What :func:`parse_chunk` returns, this very object, for the usual chunk: one answer token and nothing else."""
 _REASONING = ChatChunk(has_token=True, reasoning=True)
 ANSWER_FIELDS = ("content", "tool_calls")
 """Delta fields that carry answer tokens."""
@@ -182,12 +186,20 @@ def parse_chunk(data: bytes) -> ChatChunk:
     """
     if data == b"[DONE]":
         return _DONE
-    if not data.strip():
-        return _EMPTY
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
+        if not data.strip():
+            return _EMPTY
         raise MalformedChunk(f"invalid JSON in stream chunk: {_preview(data)}") from exc
+    if type(obj) is dict and obj.get("usage") is None and not obj.get("error"):  # the usual chunk: one token
+        choices = obj.get("choices")
+        if type(choices) is list and len(choices) == 1:
+            choice = choices[0]
+            if type(choice) is dict and not choice.get("finish_reason"):
+                delta = choice.get("delta")
+                if type(delta) is dict and delta.get("content"):
+                    return _TOKEN
     if not isinstance(obj, dict):
         raise MalformedChunk(f"stream chunk is not a JSON object: {_preview(data)}")
     if obj.get("error"):
@@ -273,6 +285,43 @@ def content_json(data: bytes) -> bytes:
     delta = first.get("delta") if isinstance(first, dict) else None
     content = delta.get("content") if isinstance(delta, dict) else None
     return orjson.dumps(content if isinstance(content, str) else "")
+
+
+class TokenShape:
+    """The usual token chunk of one stream, learned from its first (:meth:`learn`): the bytes before and after the
+    content's JSON string, which servers repeat byte for byte from token to token within a stream.
+
+    :meth:`content` then recognises a token chunk without parsing it: a payload that is that prefix, a JSON string
+    literal and that suffix is the learned chunk (valid JSON, every field the same) with another string as its
+    content. The literal is checked by parsing it alone, and a chunk is recognised only when that string is not
+    empty, so for a recognised payload :func:`parse_chunk` returns :data:`TOKEN_CHUNK` and :func:`content_json` the
+    literal, as the full parse would; anything else is for the full parse."""
+
+    __slots__ = ("prefix", "suffix")
+
+    def __init__(self) -> None:
+        self.prefix: bytes | None = None
+        self.suffix = b""
+
+    def learn(self, data: bytes) -> None:
+        """Learn the shape of ``data``, a payload for which :func:`parse_chunk` returned :data:`TOKEN_CHUNK`."""
+        match = _CONTENT.search(data)
+        if match is not None:
+            self.prefix, self.suffix = data[: match.start(1)], data[match.end(1) :]
+
+    def content(self, data: bytes) -> bytes | None:
+        """The content's JSON string literal when ``data`` is a token chunk of the learned shape, else ``None``."""
+        prefix = self.prefix
+        if prefix is None or not data.startswith(prefix) or not data.endswith(self.suffix):
+            return None
+        literal = data[len(prefix) : len(data) - len(self.suffix)]
+        if literal[:1] != b'"' or literal[-1:] != b'"':
+            return None
+        try:
+            text = orjson.loads(literal)
+        except orjson.JSONDecodeError:
+            return None
+        return literal if type(text) is str and text else None
 
 
 def reply_text(slices: list[bytes]) -> str:

@@ -6,11 +6,14 @@ instead registers one libev read watcher for the response's socket and does the 
 runs in place when the socket is readable, like an asyncio ``Protocol.data_received``:
 
 1. one non-blocking ``recv`` of what has arrived, stamped with ``clock()`` right after it;
-2. ``response.feed`` (geventhttpclient's C parser: chunked decoding into the body buffer);
-3. every complete line in the body buffer is decoded as SSE, each event's data to ``on_data`` with that stamp
-   (:func:`_events`: the usual one-line ``data: ...`` event is cut out of the bytes directly; anything else, such
-   as comments, ``event:`` fields, multi-line data or CRLF line ends, goes line by line through the SSE decoder,
-   which gives the same events).
+2. the chunked framing taken off: by :class:`~locust_llm.users.chunked.Unchunker` when the response's parser has
+   seen only the head (:func:`locust_llm.users.wire.post`), else by ``response.feed`` (geventhttpclient's C parser,
+   into the body buffer);
+3. the usual read, one chunk holding one event of one ``data: ...`` line with nothing buffered before it, goes to
+   ``on_data`` straight from the bytes; anything else is appended to the body buffer, where every complete line is
+   decoded as SSE, each event's data to ``on_data`` with that stamp (:func:`_events`: the usual one-line event is
+   cut out directly; comments, ``event:`` fields, multi-line data or CRLF line ends go line by line through the SSE
+   decoder, which gives the same events).
 
 Semantics stay those of the ``readline(b"\\n")`` loop (DESIGN.md "Hot path"): every ``recv`` is handled the moment
 it arrives (no block reads that batch tokens, no waiting for more), lines are split on ``\\n`` only, and a partial
@@ -35,6 +38,7 @@ import gevent._socket3
 from gevent.hub import Waiter, get_hub
 
 from locust_llm.sse import SSEDecoder
+from locust_llm.users.chunked import Unchunker
 
 __all__ = ["RECV_BYTES", "pump", "pumpable"]
 
@@ -52,18 +56,43 @@ def pumpable(response: Any) -> bool:
     return type(sock) is gevent._socket3.socket and not response.message_complete
 
 
-def pump(response: Any, decoder: SSEDecoder, on_data: OnData, clock: Callable[[], int]) -> None:
+def pump(
+    response: Any, decoder: SSEDecoder, on_data: OnData, clock: Callable[[], int], body: bytes | None = None
+) -> None:
     """Read ``response``'s body in the hub's read callback until it hands back (module docstring).
 
-    Lines already buffered are decoded first, stamped now. Raises in the calling greenlet whatever the socket or the
-    parser raised.
+    ``body``: the first bytes of a chunked body that the response's parser has not seen (``wire.Opened.body``); the
+    rest of the body is then unframed by :class:`~locust_llm.users.chunked.Unchunker`. Lines already buffered and
+    ``body`` are decoded first, stamped now. Raises in the calling greenlet whatever the socket or the parser raised.
     """
-    if _events(response._body_buffer, decoder, on_data, clock()):
-        return
     sock = response._sock
     recv = sock._sock.recv  # the non-blocking OS socket under gevent's cooperative one
     buffer = response._body_buffer
-    feed = response.feed
+    unchunker = None if body is None else Unchunker(response)
+    unframe = response.feed if unchunker is None else unchunker.unframe
+
+    def take(data: bytes, now: int) -> bool:
+        """Apply one read; True to hand back."""
+        piece = unframe(data)
+        if unchunker is None:  # the parser put it in the buffer
+            return _events(buffer, decoder, on_data, now) or response.message_complete
+        if piece:
+            end = len(piece) - 2  # the usual read: one chunk, one event of one data line, nothing before it
+            if (
+                piece[:6] == b"data: "
+                and piece.find(b"\n") == end
+                and piece[end:] == b"\n\n"
+                and not buffer
+                and b"\r" not in piece
+                and decoder.idle
+            ):
+                return (end > 6 and on_data(piece[6:end], now)) or response.message_complete
+            buffer.extend(piece)
+        return _events(buffer, decoder, on_data, now) or response.message_complete
+
+    now = clock()
+    if _events(buffer, decoder, on_data, now) or (body and take(body, now)) or response.message_complete:
+        return
     hub = get_hub()
     waiter = Waiter(hub)
     watcher = hub.loop.io(sock.fileno(), 1)
@@ -73,10 +102,10 @@ def pump(response: Any, decoder: SSEDecoder, on_data: OnData, clock: Callable[[]
             data = recv(RECV_BYTES)
             now = clock()
             if data:
-                feed(data)
-                if not _events(buffer, decoder, on_data, now) and not response.message_complete:
+                if not take(data, now):
                     return
-            # else end of file: the readline loop reads it again and lets the parser judge
+            elif unchunker is not None:  # end of file: the parser gets what it has not seen; the readline loop judges
+                unchunker.end_of_file()
         except BlockingIOError:
             return  # a spurious wake-up
         except BaseException as exc:  # handed to the user's greenlet, never to the hub

@@ -18,9 +18,18 @@ from typing import Any
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
 from locust_llm.metrics import Outcome, RequestResult
-from locust_llm.sse import MalformedChunk, SSEDecoder, content_json, parse_chunk, reply_text
+from locust_llm.sse import (
+    TOKEN_CHUNK,
+    MalformedChunk,
+    SSEDecoder,
+    TokenShape,
+    content_json,
+    parse_chunk,
+    reply_text,
+)
 from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
 from locust_llm.users.pump import pump, pumpable
+from locust_llm.users.wire import header, is_event_stream, post
 
 __all__ = ["run_stream"]
 
@@ -56,15 +65,15 @@ def run_stream(
         if keep_reply:
             attempt.reply_slices = []
         try:
-            response = http.request("POST", uri, body=body, headers=headers)
+            response, unparsed = post(http, uri, body, headers)
             result.http_status = response.status_code
-            attempt.header = partial(_header, response)
+            attempt.header = partial(header, response)
             if result.http_status != 200:
                 _read_http_error(response, attempt)
-            elif not _is_event_stream(response):
+            elif not is_event_stream(response):
                 _read_not_sse(response, attempt)
             else:
-                _read_events(response, attempt, clock, on_first_token)
+                _read_events(response, unparsed, attempt, clock, on_first_token)
         except TimeoutError:
             attempt.silence()
         except HTTPConnectionClosed:
@@ -91,12 +100,18 @@ def _closed(result: RequestResult) -> str:
     return f"connection error: the server closed the connection{progress(result)}"
 
 
-def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: FirstToken | None) -> None:
+def _read_events(
+    response: Any, unparsed: bytes | None, attempt: Attempt, clock: Clock, on_first_token: FirstToken | None
+) -> None:
+    """Read the event stream; ``unparsed``: the body's first bytes, not yet given to the response's parser (see
+    :mod:`.wire`)."""
     result = attempt.result
     decoder = SSEDecoder()
     readline = response.readline
     feed_line = decoder.feed_line
     done = False
+    shape = TokenShape()  # learned from the first token chunk; later ones of its shape are not parsed whole
+    token_ns, slices = result.token_ns, attempt.reply_slices
 
     def on_data(data: bytes, now_ns: int) -> bool:
         """Apply one event's data (none after ``[DONE]``: the rest of the body is drained); True when the attempt
@@ -104,16 +119,24 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
         nonlocal done, on_first_token
         if done:
             return False
-        done = _on_event(data, now_ns, result, attempt)
+        literal = shape.content(data)
+        if literal is not None:  # what _on_event does with it (the first token, which set answer_ns, came before)
+            token_ns.append(now_ns)
+            if slices is not None:
+                slices.append(literal)
+            return False
+        done = _on_event(data, now_ns, result, attempt, shape)
         if on_first_token is not None and result.token_ns:
             on_first_token()
             on_first_token = None
         return result.outcome is not Outcome.OK
 
     if pumpable(response):  # plain HTTP: the body is read in the hub's callback (users/pump.py)
-        pump(response, decoder, on_data, clock)
+        pump(response, decoder, on_data, clock, unparsed)
         if result.outcome is not Outcome.OK:
             return
+    elif unparsed:
+        response.feed(unparsed)
     while True:
         line = readline(b"\n")
         if not line:
@@ -123,7 +146,7 @@ def _read_events(response: Any, attempt: Attempt, clock: Clock, on_first_token: 
             return
     if not done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
         for event in decoder.feed(_leftover(response)) + decoder.finish():
-            done = _on_event(event.data, clock(), result, attempt) or done
+            done = _on_event(event.data, clock(), result, attempt, shape) or done
         if result.outcome is not Outcome.OK:
             return
         result.end_ns = clock()
@@ -142,12 +165,22 @@ def _leftover(response: Any) -> bytes:
     return data
 
 
-def _on_event(data: bytes, now_ns: int, result: RequestResult, attempt: Attempt) -> bool:
-    """Apply one event's data to ``result`` (the attempt's); True when it was ``[DONE]``."""
+def _on_event(data: bytes, now_ns: int, result: RequestResult, attempt: Attempt, shape: TokenShape) -> bool:
+    """Apply one event's data to ``result`` (the attempt's); True when it was ``[DONE]``. The first answer token
+    teaches ``shape``."""
     try:
         chunk = parse_chunk(data)
     except MalformedChunk as exc:
         attempt.malformed(str(exc))
+        return False
+    if chunk is TOKEN_CHUNK:  # the usual chunk: an answer token and nothing else
+        result.token_ns.append(now_ns)
+        if not result.answer_ns:
+            result.answer_ns = now_ns
+        if shape.prefix is None:
+            shape.learn(data)
+        if attempt.reply_slices is not None:
+            attempt.reply_slices.append(content_json(data))
         return False
     if chunk.has_token:
         result.token_ns.append(now_ns)
@@ -176,19 +209,6 @@ def _on_event(data: bytes, now_ns: int, result: RequestResult, attempt: Attempt)
     return False
 
 
-def _header(response: Any, name: str) -> str:
-    """A response header (the first value of a repeated one), or ``""``."""
-    value = response.get(name)
-    if isinstance(value, list):
-        value = value[0] if value else ""
-    return value or ""
-
-
-def _is_event_stream(response: Any) -> bool:
-    content_type = _header(response, "content-type").lower()
-    return not content_type or "event-stream" in content_type
-
-
 def _read_http_error(response: Any, attempt: Attempt) -> None:
     try:
         raw = response.read(8192)
@@ -198,7 +218,7 @@ def _read_http_error(response: Any, attempt: Attempt) -> None:
 
 
 def _read_not_sse(response: Any, attempt: Attempt) -> None:
-    content_type = _header(response, "content-type")
+    content_type = header(response, "content-type")
     raw = response.read(8192)
     attempt.result.fail(
         Outcome.NOT_SSE,

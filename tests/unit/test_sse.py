@@ -244,3 +244,77 @@ def test_reply_text_of_any_contents_in_any_chunk_layout(parts, spaced):
         obj = {"id": "c", "choices": [{"index": 0, "delta": delta, "finish_reason": None}]}
         payloads.append(json.dumps(obj).encode() if spaced[(i + 1) % 8] else orjson.dumps(obj))
     assert reply_text([content_json(p) for p in payloads]) == "".join(parts)
+
+
+# -- TokenShape: a token chunk recognised without parsing it whole ------------------------------------------------
+
+from locust_llm.sse import TOKEN_CHUNK, TokenShape  # noqa: E402
+
+
+def token_chunk(content, **extra) -> bytes:
+    choice = {"index": 0, "delta": {"content": content}, "logprobs": None, "finish_reason": None}
+    obj = {"id": "c1", "object": "chat.completion.chunk", **extra, "choices": [choice]}
+    return orjson.dumps(obj)
+
+
+def learned(template: bytes) -> TokenShape:
+    assert parse_chunk(template) is TOKEN_CHUNK
+    shape = TokenShape()
+    shape.learn(template)
+    return shape
+
+
+def test_the_tokens_of_a_stream_are_recognised_after_the_first():
+    shape = learned(token_chunk("Hello"))
+    for text in [" world", "\n", 'a "quoted" \\ word', "é😀", "x" * 500]:
+        assert shape.content(token_chunk(text)) == orjson.dumps(text) == content_json(token_chunk(text))
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        token_chunk(""),  # no token: the full parse decides
+        token_chunk("a", created=1),  # another shape
+        token_chunk("a", finish_reason="stop"),
+        token_chunk(None),
+        b"[DONE]",
+        token_chunk("a")[:-1],
+        token_chunk("a").replace(b'"a"', b'"a" '),  # whitespace around the literal
+        token_chunk("a").replace(b'"a"', b'"a\\x"'),  # an invalid escape
+        token_chunk("a").replace(b'"a"', b'"a","b"'),
+        token_chunk("a").replace(b'"a"', b"1"),
+    ],
+)
+def test_anything_else_is_left_to_the_full_parse(payload):
+    assert learned(token_chunk("Hello")).content(payload) is None
+
+
+def test_nothing_is_recognised_before_a_shape_is_learned():
+    assert TokenShape().content(token_chunk("a")) is None
+
+
+literals = st.one_of(
+    st.text(max_size=8).map(orjson.dumps),
+    st.binary(max_size=8).map(lambda b: b'"' + b + b'"'),
+    st.sampled_from([b'""', b'"\\"', b'"\\u00e9"', b'"\\ud800"', b'"a\\nb"', b'"\\\\"', b"null", b'"a"}']),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text(min_size=1, max_size=6), literals, st.sampled_from([{}, {"created": 7}, {"usage": None}]))
+def test_a_recognised_payload_is_a_token_chunk_with_that_literal(first, literal, extra):
+    template = token_chunk(first, **extra)
+    shape = learned(template)
+    at = template.index(b'"content":') + len(b'"content":')
+    prefix, suffix = template[:at], template[at + len(orjson.dumps(first)) :]
+    payload = prefix + literal + suffix
+    got = shape.content(payload)
+    if got is not None:
+        assert got == literal
+        assert parse_chunk(payload) is TOKEN_CHUNK and content_json(payload) == literal
+    else:
+        try:
+            value = orjson.loads(literal)
+        except orjson.JSONDecodeError:
+            value = None
+        assert not (isinstance(value, str) and value), "a valid, non-empty literal must be recognised"

@@ -17,6 +17,7 @@ from geventhttpclient import HTTPClient
 import locust_llm.users.stream as stream_module
 from locust_llm.metrics import Outcome
 from locust_llm.users.stream import run_stream
+from locust_llm.users.wire import Opened
 
 HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
@@ -84,9 +85,14 @@ class Script:
             gevent.sleep(0.002)
         return True
 
-    def run(self, pumped: bool, monkeypatch, timeout_s: float = 5.0, keep_reply: bool = True):
+    def run(self, mode: str, monkeypatch, timeout_s: float = 5.0, keep_reply: bool = True):
+        """``own``: as shipped (our head read and unframing, pumped); ``parser``: sent by ``HTTPClient.request``,
+        its parser unframes, pumped; ``readline``: sent by ``HTTPClient.request``, the readline loop alone."""
         self.now = 0
-        if not pumped:
+        if mode != "own":
+            monkeypatch.setattr(stream_module, "post", lambda http, uri, body, headers: Opened(
+                http.request("POST", uri, body=body, headers=headers), None))  # fmt: skip
+        if mode == "readline":
             monkeypatch.setattr(stream_module, "pumpable", lambda response: False)
         http = HTTPClient("127.0.0.1", self.server.server_port, network_timeout=None, connection_timeout=5)
         try:
@@ -101,13 +107,15 @@ class Script:
 
 
 def both(pieces, monkeypatch, **kw):
+    """The result through each reader (``Script.run``), which must be equal field for field."""
     script = Script(pieces)
     try:
-        pumped, plain = script.run(True, monkeypatch, **kw), script.run(False, monkeypatch, **kw)
+        own, parser, plain = (script.run(mode, monkeypatch, **kw) for mode in ("own", "parser", "readline"))
     finally:
         script.close()
-    assert asdict(pumped) == asdict(plain)
-    return pumped
+    assert asdict(own) == asdict(plain)
+    assert asdict(parser) == asdict(plain)
+    return own
 
 
 def timed(chunks):
@@ -162,10 +170,10 @@ def test_a_last_line_without_a_newline_is_decoded_at_the_end(monkeypatch):
 def test_the_deadline_interrupts_a_stalled_pump_and_the_loop_is_left_clean(monkeypatch):
     script = Script(timed([HEAD, frame(ROLE), frame(token("a")), "stall"]))
     try:
-        result = script.run(True, monkeypatch, timeout_s=0.3)
+        result = script.run("own", monkeypatch, timeout_s=0.3)
         assert result.outcome is Outcome.TIMEOUT and len(result.token_ns) == 1
         script.pieces = timed([HEAD] + [frame(e) for e in EVENTS] + [END])
-        again = script.run(True, monkeypatch)  # a new connection; the stalled one's watcher is gone
+        again = script.run("own", monkeypatch)  # a new connection; the stalled one's watcher is gone
         assert again.outcome is Outcome.OK and len(again.token_ns) == 4
     finally:
         script.close()
@@ -253,3 +261,21 @@ def test_handing_back_keeps_every_undecoded_byte(first, second):
         pass
     assert got == reference(first + second)
     assert stopped == (b"STOP" in got)
+
+
+def test_the_own_path_unframes_every_chunk_and_leaves_only_the_last_to_the_parser(monkeypatch):
+    import locust_llm.users.chunked as chunked
+
+    handed = []
+    real = chunked.Unchunker._hand_over
+    monkeypatch.setattr(chunked.Unchunker, "_hand_over", lambda self, rest: handed.append(rest) or real(self, rest))
+    script = Script(timed([HEAD] + [frame(e) for e in EVENTS] + [END]))
+    http = HTTPClient("127.0.0.1", script.server.server_port, network_timeout=None, connection_timeout=5)
+    try:
+        result = run_stream(http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=5, intended_ns=0,
+                            clock=script.clock, keep_reply=True)  # fmt: skip
+    finally:
+        http.close()
+        script.close()
+    assert result.outcome is Outcome.OK and result.reply == "Hello world"
+    assert handed == [END]

@@ -1,0 +1,130 @@
+"""The chunked body of a plain-HTTP stream, unframed by us instead of by ``geventhttpclient``'s parser.
+
+Feeding every token's bytes to the response's parser costs a Python callback per token (``_on_body``) and a copy
+into its body buffer, before the pump cuts the event out again (DESIGN.md "Hot path"). :class:`Unchunker` takes the
+usual framing itself (``<hex size>\\r\\n<data>\\r\\n``, any split across reads) and hands everything else to the
+parser, which then reads the rest of the body as it always did:
+
+- a size line that is not 1 to 16 hex digits followed by ``\\r\\n`` (chunk extensions, whitespace, garbage), a size
+  above :data:`CHUNK_LIMIT`, the last chunk (``0``: the parser ends the message, reads the trailers and hands the
+  connection back to the pool), a chunk's data not followed by ``\\r\\n``, and the end of the file;
+- the hand-over starts at the current chunk's size line (the parser has seen no body byte yet, so it is at a chunk
+  boundary too): the current chunk's bytes are fed again, and the data bytes of it that were already delivered are
+  taken out of the body buffer again, so the buffer holds each body byte once, in order.
+
+So every byte sequence, in any split, leaves the body buffer, the parser's state and any ``HTTPParseError`` (raised
+by the same read) as feeding the parser alone would: the parser is the one judge of anything unusual. This holds only
+when the parser has seen exactly the response's head and nothing of its body (:func:`locust_llm.users.wire.post`
+reads the head itself to make it so).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+__all__ = ["CHUNK_LIMIT", "Unchunker"]
+
+CHUNK_LIMIT = 1 << 20
+"""A chunk larger than this is left to the parser (its bytes would otherwise be held until it is complete)."""
+
+_SIZE = re.compile(rb"([0-9a-fA-F]{1,16})\r\n")
+_PARTIAL_SIZE = re.compile(rb"[0-9a-fA-F]{0,16}\r?")
+
+
+class Unchunker:
+    """Unframe a chunked body for ``response`` (a ``geventhttpclient`` response whose parser has read the head)."""
+
+    __slots__ = ("_feed", "buffer", "chunk_raw", "delivered", "handed", "left", "tail")
+
+    def __init__(self, response: Any) -> None:
+        self._feed = response.feed
+        self.buffer: bytearray = response._body_buffer
+        self.handed = False
+        """The parser reads the rest of the body."""
+        self.chunk_raw = b""
+        """The bytes of the current chunk so far, from its size line (empty at a chunk boundary)."""
+        self.left = 0
+        """Data bytes of the current chunk still to come."""
+        self.tail = b""
+        """What is still to come of the ``\\r\\n`` after the current chunk's data (empty: none expected)."""
+        self.delivered = 0
+        """Data bytes of the current chunk already delivered."""
+
+    def unframe(self, data: bytes) -> bytes:
+        """The body bytes in ``data``, to be appended to the body buffer (anything handed over is in the buffer
+        already, in order). Raises what the parser raises when it is handed invalid framing."""
+        if self.handed:
+            self._feed(data)
+            return b""
+        if not self.chunk_raw:  # at a chunk boundary: the usual read is one whole chunk
+            m = _SIZE.match(data)
+            if m is not None:
+                start = m.end()
+                end = start + int(m[1], 16)
+                if end + 2 == len(data) and end > start and data[end:] == b"\r\n":
+                    return data[start:end]
+        return self._slow(data)
+
+    def end_of_file(self) -> None:
+        """The peer closed the connection: the parser gets what it has not seen (and judges it)."""
+        if not self.handed:
+            self._hand_over(b"")
+
+    def _slow(self, data: bytes) -> bytes:
+        parts: list[bytes] = []
+        pos, n = 0, len(data)
+        while pos < n:
+            if self.tail:  # the CRLF after a chunk's data
+                want = self.tail[: n - pos]
+                if data[pos : pos + len(want)] != want:
+                    return self._hand_over_within(parts, data[pos:])
+                self.chunk_raw += want
+                self.tail = self.tail[len(want) :]
+                pos += len(want)
+                if not self.tail:
+                    self.chunk_raw, self.delivered = b"", 0
+            elif self.left:  # the current chunk's data
+                piece = data[pos : pos + self.left]
+                parts.append(piece)
+                self.chunk_raw += piece
+                self.left -= len(piece)
+                self.delivered += len(piece)
+                pos += len(piece)
+                if not self.left:
+                    self.tail = b"\r\n"
+            else:  # a size line, perhaps continued from the last read
+                line = self.chunk_raw + data[pos:]
+                m = _SIZE.match(line)
+                if m is None:
+                    if len(line) <= 17 and _PARTIAL_SIZE.fullmatch(line):
+                        self.chunk_raw = line  # wait for the rest of the line
+                        break
+                    return self._hand_over_within(parts, data[pos:])
+                size = int(m[1], 16)
+                if size == 0 or size > CHUNK_LIMIT:
+                    return self._hand_over_within(parts, data[pos:])
+                pos += m.end() - len(self.chunk_raw)
+                self.chunk_raw, self.left, self.delivered = line[: m.end()], size, 0
+        return b"".join(parts)
+
+    def _hand_over_within(self, parts: list[bytes], rest: bytes) -> bytes:
+        """Deliver ``parts`` (read before this point), then hand over from the current chunk's size line."""
+        self.buffer += b"".join(parts)
+        self._hand_over(rest)
+        return b""
+
+    def _hand_over(self, rest: bytes) -> None:
+        """Feed the parser the current chunk from its size line, then ``rest``; drop the data bytes it delivers a
+        second time."""
+        self.handed = True
+        buffer = self.buffer
+        mark, again = len(buffer), self.delivered
+        replay, self.chunk_raw = self.chunk_raw, b""
+        if not replay and not rest:
+            return  # nothing unseen (b"" would tell the parser the file ended; the reader that reads on says so)
+        try:
+            self._feed(replay + rest)
+        finally:  # also when it raised: the replayed part was accepted before, so it was delivered whole again
+            if again:
+                del buffer[mark : mark + again]

@@ -1,0 +1,142 @@
+"""Sending one POST over a ``geventhttpclient`` connection, its head read by us, so that a chunked body's framing can
+be ours to read (:mod:`.chunked`).
+
+:func:`post` does what ``HTTPClient.request`` does for a plain-HTTP POST of bytes, with its own pieces: the request
+line and headers it builds (and validates), the pooled connection, and the response object (``HTTPSocketPoolResponse``,
+whose parser reads the head, keeps the connection alive or closes it, and gives it back to the pool). The one
+difference: it reads the head itself, up to its blank line, and gives the parser exactly that, so the parser has seen
+no byte of the body. For a ``200`` event stream with ``Transfer-Encoding: chunked`` the bytes read past the head come
+back unparsed, for :class:`~locust_llm.users.chunked.Unchunker`; in every other case they are fed to the parser at
+once, which leaves the response as ``HTTPClient.request`` would have.
+
+The request line and headers are built by ``HTTPClient._build_request`` once per client, URI and headers, with the
+body's length filled in per request. ``HTTPClient.request`` itself is used (and everything is the parser's) over TLS
+(the readline loop reads those), through a proxy, with ``Expect``, ``Transfer-Encoding`` or ``Content-Length``
+request headers, and for a head that does not end in ``\\r\\n\\r\\n``
+within :data:`HEAD_LIMIT` bytes or that starts an interim ``1xx`` answer.
+"""
+
+from __future__ import annotations
+
+import errno
+from typing import Any, NamedTuple
+
+from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+
+__all__ = ["HEAD_LIMIT", "Opened", "header", "is_event_stream", "post"]
+
+HEAD_LIMIT = 65536
+"""Bytes of a response head read by :func:`post` before it leaves the head to the parser."""
+
+_OWN_HEADERS = frozenset({"expect", "transfer-encoding", "content-length"})
+"""Request headers that change how a request is sent: ``HTTPClient.request`` sends those."""
+
+
+_LENGTH = "LocustLlmContentLength"
+"""Where the body's length goes in a request head built once (:func:`_head`)."""
+
+
+class Opened(NamedTuple):
+    response: Any
+    """The ``geventhttpclient`` response; its parser has read the head."""
+    body: bytes | None
+    """Bytes of a chunked event-stream body read with the head and not given to the parser; ``None`` when the parser
+    reads the whole body."""
+
+
+def header(response: Any, name: str) -> str:
+    """A response header (the first value of a repeated one), or ``""``."""
+    value = response.get(name)
+    if isinstance(value, list):
+        value = value[0] if value else ""
+    return value or ""
+
+
+def is_event_stream(response: Any) -> bool:
+    content_type = header(response, "content-type").lower()
+    return not content_type or "event-stream" in content_type
+
+
+def post(http: Any, uri: str, body: bytes, headers: dict[str, str]) -> Opened:
+    """POST ``body`` to ``uri`` with ``http`` (a ``geventhttpclient`` ``HTTPClient``); see the module docstring."""
+    around = _head(http, uri, headers)
+    if around is None:
+        return Opened(http.request("POST", uri, body=body, headers=headers), None)
+    request = b"%b%d%b%b" % (around[0], len(body), around[1], body)
+    pool = http._connection_pool
+    sock = pool.get_socket()
+    kwargs = {"block_size": http.block_size, "method": "POST", "headers_type": http.headers_type}
+    try:
+        sock.sendall(request)
+    except OSError as exc:
+        if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
+            pool.release_socket(sock)
+            raise
+        # the server may have answered before it closed: read that answer, as HTTPClient.request does
+        return Opened(HTTPSocketPoolResponse(sock, pool, **kwargs), None)
+    head, rest = _read_head(sock, pool, http.block_size)
+    response = HTTPSocketPoolResponse(sock, pool, pre_buffered=head, **kwargs)
+    if rest is None:
+        return Opened(response, None)
+    if response.status_code == 200 and _chunked(response) and is_event_stream(response):
+        return Opened(response, rest)
+    if rest:
+        response.feed(rest)
+    return Opened(response, None)
+
+
+def _head(http: Any, uri: str, headers: dict[str, str]) -> tuple[bytes, bytes] | None:
+    """The request's head around its Content-Length value, built (and validated) by ``http`` once per URI and
+    headers and kept on it; ``None`` when ``HTTPClient.request`` sends the request (:func:`_own_path`)."""
+    heads: dict[tuple[str, ...], tuple[bytes, bytes] | None] = http.__dict__.setdefault("_locust_llm_heads", {})
+    key = (uri, *(part for item in headers.items() for part in item))
+    if key not in heads:
+        around = None
+        if _own_path(http, headers):
+            text = http._build_request("POST", uri, body=b"", headers={**headers, "Content-Length": _LENGTH})
+            before, _, after = text.encode("latin-1").partition(_LENGTH.encode())
+            around = (before, after)
+        heads[key] = around
+    return heads[key]
+
+
+def _own_path(http: Any, headers: dict[str, str]) -> bool:
+    """Whether :func:`post` sends it (a ``geventhttpclient`` client that has the pieces it uses, plain HTTP/1.1, no
+    proxy, none of :data:`_OWN_HEADERS`); else ``HTTPClient.request`` does."""
+    if getattr(http, "ssl", True) or getattr(http, "use_proxy", True) or getattr(http, "version", "") != "HTTP/1.1":
+        return False
+    if not all(hasattr(http, name) for name in ("_build_request", "_connection_pool", "block_size", "headers_type")):
+        return False
+    names = {name.lower() for name in (*headers, *http.default_headers)}
+    return not names & _OWN_HEADERS
+
+
+def _chunked(response: Any) -> bool:
+    return header(response, "transfer-encoding").strip().lower() == "chunked"
+
+
+def _read_head(sock: Any, pool: Any, block_size: int) -> tuple[bytes, bytes | None]:
+    """Read up to the head's blank line: (head, the bytes after it), or (everything read, ``None``) when the parser
+    must judge the head itself (no ``\\r\\n\\r\\n`` end, an interim ``1xx``, the peer closed mid-head)."""
+    data = b""
+    while True:
+        try:
+            more = sock.recv(block_size)
+        except OSError as exc:
+            pool.release_socket(sock)
+            if exc.errno == errno.ECONNRESET and not data:
+                raise HTTPConnectionClosed("connection closed.") from None
+            raise
+        if not more:
+            if not data:
+                pool.release_socket(sock)
+                raise HTTPConnectionClosed("connection closed.")
+            return data, None  # the parser reads on, finds the end of the file and says what is wrong
+        data += more
+        end = data.find(b"\r\n\r\n")
+        if end >= 0:
+            if data[9:10] == b"1":  # "HTTP/1.1 1xx": an interim answer before the final one
+                return data, None
+            return data[: end + 4], data[end + 4 :]
+        if b"\n\n" in data or len(data) > HEAD_LIMIT:
+            return data, None

@@ -1,0 +1,200 @@
+"""``wire.post`` against ``HTTPClient.request``, over real loopback sockets: the same response for every kind of
+answer, the body's unparsed bytes only for a chunked 200 event stream, the connection pooled as before."""
+
+import gevent
+import pytest
+from gevent.server import StreamServer
+from geventhttpclient import HTTPClient
+from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
+
+import locust_llm.users.wire as wire
+from locust_llm.users.wire import post
+
+SSE_HEAD = b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+CHUNKS = b"5\r\nhello\r\n0\r\n\r\n"
+
+
+class Server:
+    """Answers each request with ``answers[i]``: a list of byte pieces written 2 ms apart (``None``: close)."""
+
+    def __init__(self, *answers):
+        self.answers = list(answers)
+        self.requests: list[bytes] = []
+        self.connections = 0
+        self.server = StreamServer(("127.0.0.1", 0), self.handle)
+        self.server.start()
+
+    def handle(self, sock, _address):
+        self.connections += 1
+        data = b""
+        while self.answers:
+            while b"\r\n\r\n" not in data:
+                more = sock.recv(65536)
+                if not more:
+                    return
+                data += more
+            head, _, data = data.partition(b"\r\n\r\n")
+            length = int(next(h.split(b":")[1] for h in head.split(b"\r\n") if h.lower().startswith(b"content-length")))
+            while len(data) < length:
+                data += sock.recv(65536)
+            self.requests.append(head + b"\r\n\r\n" + data[:length])
+            data = data[length:]
+            for piece in self.answers.pop(0):
+                if piece is None:
+                    sock.close()
+                    return
+                sock.sendall(piece)
+                gevent.sleep(0.002)
+
+    def client(self) -> HTTPClient:
+        return HTTPClient("127.0.0.1", self.server.server_port, network_timeout=5, connection_timeout=5)
+
+    def close(self):
+        self.server.stop()
+
+
+@pytest.fixture
+def serve():
+    servers = []
+
+    def make(*answers):
+        servers.append(Server(*answers))
+        return servers[-1]
+
+    yield make
+    for server in servers:
+        server.close()
+
+
+def read_all(send):
+    """What a request sent by ``send`` comes back as: (status, headers, body, unparsed?) or the exception raised."""
+    try:
+        opened = send()
+        if not isinstance(opened, wire.Opened):
+            opened = wire.Opened(opened, None)
+        if opened.body:
+            opened.response.feed(opened.body)  # what the Unchunker does, in the end (test_chunked.py)
+        response = opened.response
+        return response.status_code, list(response.items()), response.read(), opened.body is not None
+    except Exception as exc:  # compared, type and text
+        return type(exc), exc.args
+
+
+def both(serve, answer):
+    """The same answer through ``post`` and through ``HTTPClient.request``: what ``post`` gave, and the server."""
+    server = serve(answer, answer)
+    http = server.client()
+    headers = {"Content-Type": "application/json"}
+    try:
+        ours = read_all(lambda: post(http, "/v1/chat/completions", b'{"a": 1}', headers))
+        theirs = read_all(lambda: http.request("POST", "/v1/chat/completions", body=b'{"a": 1}', headers=headers))
+    finally:
+        http.close()
+    assert ours[:-1] == theirs[:-1]
+    sent = [request.split(b"\r\n") for request in server.requests]
+    assert sent[0][0] == sent[1][0] and sorted(sent[0]) == sorted(sent[1])  # the same request, headers reordered
+    return ours, server
+
+
+def test_a_chunked_event_stream_comes_back_with_the_bytes_after_its_head(serve):
+    server = serve([SSE_HEAD + CHUNKS[:4], CHUNKS[4:]])
+    http = server.client()
+    try:
+        opened = post(http, "/v1/chat/completions", b"{}", {})
+        assert opened.body == CHUNKS[:4]
+        assert not opened.response._body_buffer and not opened.response.message_complete
+        opened.response.release()
+    finally:
+        http.close()
+    both(serve, [SSE_HEAD + CHUNKS[:4], CHUNKS[4:]])
+
+
+def test_a_head_alone_leaves_no_body_bytes(serve):
+    server = serve([SSE_HEAD, CHUNKS])
+    http = server.client()
+    try:
+        opened = post(http, "/v1/chat/completions", b"{}", {})
+        assert opened.body == b"" and opened.response.status_code == 200
+    finally:
+        http.close()
+
+
+@pytest.mark.parametrize(
+    "answer, unparsed",
+    [
+        ([b"HTTP/1.1 429 Too Many Requests\r\nRetry-After: 2\r\nContent-Length: 4\r\n\r\nslow"], False),
+        ([b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}"], False),
+        ([b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n" + CHUNKS], False),
+        ([b"HTTP/1.1 100 Continue\r\n\r\n", SSE_HEAD + CHUNKS], False),  # an interim answer first
+        ([b"HTTP/1.1 200 OK\nContent-Type: text/event-stream\nTransfer-Encoding: chunked\n\n" + CHUNKS], None),
+        ([SSE_HEAD[:20], SSE_HEAD[20:] + CHUNKS], True),  # the head in two pieces
+        ([SSE_HEAD + CHUNKS], True),
+    ],
+)
+def test_every_answer_reads_as_request_reads_it_and_only_a_chunked_event_stream_is_left_unparsed(
+    serve, answer, unparsed
+):
+    ours, _ = both(serve, answer)
+    if unparsed is None:  # the parser refuses it, through both
+        assert ours[0] is HTTPParseError
+    else:
+        assert ours[-1] is unparsed
+
+
+def test_a_connection_closed_before_any_byte_is_closed_and_its_pool_slot_freed(serve):
+    server = serve([None], [SSE_HEAD + CHUNKS])
+    http = server.client()
+    try:
+        with pytest.raises(HTTPConnectionClosed):
+            post(http, "/v1/chat/completions", b"{}", {})
+        opened = post(http, "/v1/chat/completions", b"{}", {})  # a fresh connection: the pool gave its slot back
+        assert opened.response.status_code == 200
+    finally:
+        http.close()
+    assert server.connections == 2
+
+
+def test_a_completed_body_gives_the_connection_back_for_the_next_request(serve):
+    server = serve([SSE_HEAD + CHUNKS], [SSE_HEAD + CHUNKS])
+    http = server.client()
+    try:
+        for _ in range(2):
+            opened = post(http, "/v1/chat/completions", b"{}", {})
+            opened.response.feed(opened.body)
+            assert opened.response.read() == b"hello" and opened.response.message_complete
+            opened.response.release()
+    finally:
+        http.close()
+    assert server.connections == 1
+
+
+def test_the_head_is_built_once_per_client_uri_and_headers(serve, monkeypatch):
+    server = serve([SSE_HEAD + CHUNKS], [SSE_HEAD + CHUNKS], [SSE_HEAD + CHUNKS])
+    http = server.client()
+    built = []
+    real = http._build_request
+    monkeypatch.setattr(http, "_build_request", lambda *a, **k: built.append(a) or real(*a, **k))
+    try:
+        for body in (b"{}", b'{"longer": true}'):
+            post(http, "/v1/chat/completions", body, {"X-Run": "1"}).response.release()
+        post(http, "/v1/chat/completions", b"{}", {"X-Run": "2"}).response.release()
+    finally:
+        http.close()
+    assert len(built) == 2
+    assert [int(r.split(b"ontent-Length: ")[1].split(b"\r\n")[0]) for r in server.requests] == [2, 16, 2]
+    assert server.requests[0].endswith(b"\r\n\r\n{}") and b"X-Run: 1" in server.requests[0]
+
+
+def test_tls_proxies_and_send_changing_headers_go_through_request(monkeypatch):
+    sent = []
+    monkeypatch.setattr(HTTPClient, "request", lambda self, *a, **k: sent.append(k["headers"]) or "theirs")
+    plain = HTTPClient("127.0.0.1", 9, connection_timeout=1)
+    for http, headers in [
+        (HTTPClient("127.0.0.1", 9, ssl=True, connection_timeout=1), {}),
+        (HTTPClient("127.0.0.1", 9, proxy_host="127.0.0.1", proxy_port=8, connection_timeout=1), {}),
+        (plain, {"Expect": "100-continue"}),
+        (plain, {"transfer-encoding": "chunked"}),
+        (plain, {"Content-Length": "2"}),
+    ]:
+        assert post(http, "/x", b"{}", headers) == wire.Opened("theirs", None)
+    assert len(sent) == 5
