@@ -19,6 +19,7 @@ within :data:`HEAD_LIMIT` bytes or that starts an interim ``1xx`` answer.
 from __future__ import annotations
 
 import errno
+import weakref
 from typing import Any, NamedTuple
 
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
@@ -34,6 +35,10 @@ _OWN_HEADERS = frozenset({"expect", "transfer-encoding", "content-length"})
 
 _LENGTH = "LocustLlmContentLength"
 """Where the body's length goes in a request head built once (:func:`_head`)."""
+
+
+_HEADS: weakref.WeakKeyDictionary[Any, dict[tuple[str, ...], tuple[bytes, bytes] | None]] = weakref.WeakKeyDictionary()
+"""Per client: the request heads :func:`_head` built, by URI and headers."""
 
 
 class Opened(NamedTuple):
@@ -88,14 +93,17 @@ def post(http: Any, uri: str, body: bytes, headers: dict[str, str]) -> Opened:
 def _head(http: Any, uri: str, headers: dict[str, str]) -> tuple[bytes, bytes] | None:
     """The request's head around its Content-Length value, built (and validated) by ``http`` once per URI and
     headers and kept on it; ``None`` when ``HTTPClient.request`` sends the request (:func:`_own_path`)."""
-    heads: dict[tuple[str, ...], tuple[bytes, bytes] | None] = http.__dict__.setdefault("_locust_llm_heads", {})
+    heads = _HEADS.get(http)
+    if heads is None:
+        heads = _HEADS[http] = {}
     key = (uri, *(part for item in headers.items() for part in item))
     if key not in heads:
         around = None
         if _own_path(http, headers):
             text = http._build_request("POST", uri, body=b"", headers={**headers, "Content-Length": _LENGTH})
-            before, _, after = text.encode("latin-1").partition(_LENGTH.encode())
-            around = (before, after)
+            if isinstance(text, str) and text.count(_LENGTH) == 1:  # else another geventhttpclient: its request()
+                before, _, after = text.encode("latin-1").partition(_LENGTH.encode())
+                around = (before, after)
         heads[key] = around
     return heads[key]
 
