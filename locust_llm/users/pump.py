@@ -6,14 +6,14 @@ instead registers one libev read watcher for the response's socket and does the 
 runs in place when the socket is readable, like an asyncio ``Protocol.data_received``:
 
 1. one non-blocking ``recv`` of what has arrived, stamped with ``clock()`` right after it;
-2. the chunked framing taken off: by :class:`~locust_llm.users.chunked.Unchunker` when the response's parser has
-   seen only the head (:func:`locust_llm.users.wire.post`), else by ``response.feed`` (geventhttpclient's C parser,
-   into the body buffer);
-3. the usual read, one chunk holding one event of one ``data: ...`` line with nothing buffered before it, goes to
-   ``on_data`` straight from the bytes; anything else is appended to the body buffer, where every complete line is
-   decoded as SSE, each event's data to ``on_data`` with that stamp (:func:`_events`: the usual one-line event is
-   cut out directly; comments, ``event:`` fields, multi-line data or CRLF line ends go line by line through the SSE
-   decoder, which gives the same events).
+2. the usual read, one whole chunk holding one event of one ``data: ...`` line with nothing buffered before it,
+   goes to ``on_data`` in one step (:meth:`~locust_llm.users.chunked.Unchunker.one_event`);
+3. anything else has its chunked framing taken off, by :class:`~locust_llm.users.chunked.Unchunker` when the
+   response's parser has seen only the head (:func:`locust_llm.users.wire.post`), else by ``response.feed``
+   (geventhttpclient's C parser), into the body buffer, where every complete line is decoded as SSE, each event's
+   data to ``on_data`` with that stamp (:func:`_events`: the usual one-line event is cut out directly; comments,
+   ``event:`` fields, multi-line data or CRLF line ends go line by line through the SSE decoder, which gives the
+   same events).
 
 Semantics stay those of the ``readline(b"\\n")`` loop (DESIGN.md "Hot path"): every ``recv`` is handled the moment
 it arrives (no block reads that batch tokens, no waiting for more), lines are split on ``\\n`` only, and a partial
@@ -72,21 +72,9 @@ def pump(
     unframe = response.feed if unchunker is None else unchunker.unframe
 
     def take(data: bytes, now: int) -> bool:
-        """Apply one read; True to hand back."""
-        piece = unframe(data)
-        if unchunker is None:  # the parser put it in the buffer
-            return _events(buffer, decoder, on_data, now) or response.message_complete
+        """Apply one read through the body buffer; True to hand back."""
+        piece = unframe(data)  # the parser's feed puts it in the buffer itself (and returns None)
         if piece:
-            end = len(piece) - 2  # the usual read: one chunk, one event of one data line, nothing before it
-            if (
-                piece[:6] == b"data: "
-                and piece.find(b"\n") == end
-                and piece[end:] == b"\n\n"
-                and not buffer
-                and b"\r" not in piece
-                and decoder.idle
-            ):
-                return (end > 6 and on_data(piece[6:end], now)) or response.message_complete
             buffer.extend(piece)
         return _events(buffer, decoder, on_data, now) or response.message_complete
 
@@ -96,13 +84,19 @@ def pump(
     hub = get_hub()
     waiter = Waiter(hub)
     watcher = hub.loop.io(sock.fileno(), 1)
+    one_event = None if unchunker is None else unchunker.one_event
 
     def readable() -> None:
         try:
             data = recv(RECV_BYTES)
             now = clock()
             if data:
-                if not take(data, now):
+                # the usual read, one chunk holding one event of one data line, goes to on_data in one step
+                value = one_event(data) if one_event is not None and not buffer and decoder.idle else None
+                if value is not None:
+                    if not ((value and on_data(value, now)) or response.message_complete):
+                        return
+                elif not take(data, now):
                     return
             elif unchunker is not None:  # end of file: the parser gets what it has not seen; the readline loop judges
                 unchunker.end_of_file()

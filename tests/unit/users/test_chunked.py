@@ -149,3 +149,34 @@ def test_any_body_in_any_split_reads_as_the_parser_reads_it(payloads, kinds, rng
         wire = wire[: rng.randint(1, len(wire))]
     reads = split(wire, rng, rng.randint(0, 10)) + ([b""] if eof else [])
     replay(reads)
+
+
+BODIES = st.one_of(
+    st.builds(lambda v: b"data: " + v + b"\n\n", st.binary(max_size=12)),
+    st.binary(max_size=20),
+    st.sampled_from([b"data: a\r\n\r\n", b"data: a\n\ndata: b\n\n", b"data:a\n\n", b": c\n\n", b"data: a\n", b""]),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(BODIES, st.sampled_from(["", "0", "upper"]), st.sampled_from([b"", b"\r\n", b"x", b"0\r\n\r\n"]))
+def test_the_one_step_read_is_the_unframed_body_holding_one_data_line(body, size_kind, after):
+    size = f"{len(body):x}"
+    size = size.upper() if size_kind == "upper" else size_kind + size
+    data = frame(body, size) + after
+    value = Unchunker(parser()).one_event(data)
+    if value is not None:
+        assert Unchunker(parser()).unframe(data) == body == b"data: " + value + b"\n\n"
+        assert b"\r" not in body and body.count(b"\n") == 2
+    else:
+        assert after or not body.startswith(b"data: ") or b"\r" in body or body.count(b"\n") != 2 or not \
+            body.endswith(b"\n\n")  # fmt: skip
+
+
+def test_the_one_step_read_waits_for_a_chunk_boundary():
+    unchunker = Unchunker(parser())
+    first = frame(EVENTS[0])
+    assert unchunker.one_event(first) == EVENTS[0][6:-2]
+    data_from = first.index(b"\r\n") + 2
+    assert unchunker.unframe(first[: data_from + 1]) == first[data_from : data_from + 1]
+    assert unchunker.one_event(first) is None  # mid-chunk: not at a boundary
