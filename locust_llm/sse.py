@@ -192,14 +192,6 @@ def parse_chunk(data: bytes) -> ChatChunk:
         if not data.strip():
             return _EMPTY
         raise MalformedChunk(f"invalid JSON in stream chunk: {_preview(data)}") from exc
-    if type(obj) is dict and obj.get("usage") is None and not obj.get("error"):  # the usual chunk: one token
-        choices = obj.get("choices")
-        if type(choices) is list and len(choices) == 1:
-            choice = choices[0]
-            if type(choice) is dict and not choice.get("finish_reason"):
-                delta = choice.get("delta")
-                if type(delta) is dict and delta.get("content"):
-                    return _TOKEN
     if not isinstance(obj, dict):
         raise MalformedChunk(f"stream chunk is not a JSON object: {_preview(data)}")
     if obj.get("error"):

@@ -12,8 +12,8 @@ parser, which then reads the rest of the body as it always did:
   boundary too): the current chunk's bytes are fed again, and the data bytes of it that were already delivered are
   taken out of the body buffer again, so the buffer holds each body byte once, in order.
 
-:meth:`Unchunker.one_event` takes the usual read (one whole chunk holding one event of one ``data:`` line) in one
-step, without the body buffer.
+:meth:`Unchunker.whole` takes the usual read, one whole chunk, in one step (the pump then cuts its event out without
+the body buffer).
 
 So every byte sequence, in any split, leaves the body buffer, the parser's state and any ``HTTPParseError`` (raised
 by the same read) as feeding the parser alone would: the parser is the one judge of anything unusual. This holds only
@@ -60,20 +60,12 @@ class Unchunker:
         if self.handed:
             self._feed(data)
             return b""
-        if not self.chunk_raw:  # at a chunk boundary: the usual read is one whole chunk
-            m = _SIZE.match(data)
-            if m is not None:
-                start = m.end()
-                end = start + int(m[1], 16)
-                if end + 2 == len(data) and end > start and data[end:] == b"\r\n":
-                    return data[start:end]
-        return self._slow(data)
+        piece = self.whole(data)
+        return self._slow(data) if piece is None else piece
 
-    def one_event(self, data: bytes) -> bytes | None:
-        """The usual read, taken in one step: when ``data`` is one whole chunk (at a chunk boundary) whose body is one
-        SSE event of one ``data: `` line (``data: <value>\n\n``, no ``\r``), that value (perhaps empty); else
-        ``None``, and nothing was consumed (:meth:`unframe` it). The caller checks that nothing is buffered before
-        it and that its SSE decoder is between events."""
+    def whole(self, data: bytes) -> bytes | None:
+        """The usual read: when ``data`` is exactly one whole chunk (not the last) and a chunk boundary comes before
+        it, its body; else ``None``, and nothing was consumed (:meth:`unframe` it)."""
         if self.chunk_raw or self.handed:
             return None
         m = _SIZE.match(data)
@@ -81,11 +73,9 @@ class Unchunker:
             return None
         start = m.end()
         end = start + int(m[1], 16)
-        if end + 2 != len(data) or data[end:] != b"\r\n" or data[start : start + 6] != b"data: ":
+        if end + 2 != len(data) or end == start or data[end:] != b"\r\n":
             return None
-        if data.find(b"\n", start) != end - 2 or data[end - 1] != 10 or data.find(b"\r", start, end) >= 0:
-            return None
-        return data[start + 6 : end - 2]
+        return data[start:end]
 
     def end_of_file(self) -> None:
         """The peer closed the connection: the parser gets what it has not seen (and judges it)."""

@@ -6,8 +6,8 @@ instead registers one libev read watcher for the response's socket and does the 
 runs in place when the socket is readable, like an asyncio ``Protocol.data_received``:
 
 1. one non-blocking ``recv`` of what has arrived, stamped with ``clock()`` right after it;
-2. the usual read, one whole chunk holding one event of one ``data: ...`` line with nothing buffered before it,
-   goes to ``on_data`` in one step (:meth:`~locust_llm.users.chunked.Unchunker.one_event`);
+2. the usual read, one whole chunk (:meth:`~locust_llm.users.chunked.Unchunker.whole`) holding one event of one
+   ``data: ...`` line with nothing buffered before it, goes to ``on_data`` in one step;
 3. anything else has its chunked framing taken off, by :class:`~locust_llm.users.chunked.Unchunker` when the
    response's parser has seen only the head (:func:`locust_llm.users.wire.post`), else by ``response.feed``
    (geventhttpclient's C parser), into the body buffer, where every complete line is decoded as SSE, each event's
@@ -71,9 +71,11 @@ def pump(
     unchunker = None if body is None else Unchunker(response)
     unframe = response.feed if unchunker is None else unchunker.unframe
 
-    def take(data: bytes, now: int) -> bool:
-        """Apply one read through the body buffer; True to hand back."""
-        piece = unframe(data)  # the parser's feed puts it in the buffer itself (and returns None)
+    def take(data: bytes, now: int, piece: bytes | None = None) -> bool:
+        """Apply one read (``piece``: its body, when already unframed) through the body buffer; True to hand
+        back."""
+        if piece is None:
+            piece = unframe(data)  # the parser's feed puts it in the buffer itself (and returns None)
         if piece:
             buffer.extend(piece)
         return _events(buffer, decoder, on_data, now) or response.message_complete
@@ -84,7 +86,7 @@ def pump(
     hub = get_hub()
     waiter = Waiter(hub)
     watcher = hub.loop.io(sock.fileno(), 1)
-    one_event = None if unchunker is None else unchunker.one_event
+    whole = None if unchunker is None else unchunker.whole
 
     def readable() -> None:
         try:
@@ -92,11 +94,12 @@ def pump(
             now = clock()
             if data:
                 # the usual read, one chunk holding one event of one data line, goes to on_data in one step
-                value = one_event(data) if one_event is not None and not buffer and decoder.idle else None
-                if value is not None:
-                    if not ((value and on_data(value, now)) or response.message_complete):
+                piece = whole(data) if whole is not None and not buffer else None
+                if piece is not None and piece.endswith(b"\n\n") and _one_line(piece, len(piece) - 2, decoder):
+                    end = len(piece) - 2
+                    if not ((end > 6 and on_data(piece[6:end], now)) or response.message_complete):
                         return
-                elif not take(data, now):
+                elif not take(data, now, piece):
                     return
             elif unchunker is not None:  # end of file: the parser gets what it has not seen; the readline loop judges
                 unchunker.end_of_file()
@@ -129,7 +132,7 @@ def _events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -
     tail = parts.pop()
     feed_line = decoder.feed_line
     for i, part in enumerate(parts):
-        if part[:6] == b"data: " and decoder.idle and b"\n" not in part and b"\r" not in part:
+        if _one_line(part, len(part), decoder):
             if len(part) > 6 and on_data(part[6:], now):
                 _put_back(buffer, [], parts[i + 1 :], tail)
                 return True
@@ -148,6 +151,12 @@ def _events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -
             _put_back(buffer, lines[rest:], [], b"")
             return True
     return False
+
+
+def _one_line(event: bytes, end: int, decoder: SSEDecoder) -> bool:
+    """Whether ``event[:end]``, an event without its blank line, is one ``data: ...`` line the decoder would dispatch
+    alone (it is between events), so that its data is ``event[6:end]``."""
+    return event[:6] == b"data: " and event.find(b"\n", 0, end) < 0 and event.find(b"\r", 0, end) < 0 and decoder.idle
 
 
 def _lines(lines: list[bytes], feed_line: Callable[[bytes], Any], on_data: OnData, now: int) -> int | None:

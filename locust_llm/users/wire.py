@@ -10,10 +10,10 @@ back unparsed, for :class:`~locust_llm.users.chunked.Unchunker`; in every other 
 once, which leaves the response as ``HTTPClient.request`` would have.
 
 The request line and headers are built by ``HTTPClient._build_request`` once per client, URI and headers, with the
-body's length filled in per request. ``HTTPClient.request`` itself is used (and everything is the parser's) over TLS
-(the readline loop reads those), through a proxy, with ``Expect``, ``Transfer-Encoding`` or ``Content-Length``
-request headers, and for a head that does not end in ``\\r\\n\\r\\n``
-within :data:`HEAD_LIMIT` bytes or that starts an interim ``1xx`` answer.
+body's length filled in per request. ``HTTPClient.request`` itself sends the request over TLS (the readline loop
+reads those), through a proxy, and with ``Expect``, ``Transfer-Encoding`` or ``Content-Length`` request headers. The
+parser is given everything read (and reads on itself) for a head that does not end in ``\\r\\n\\r\\n`` within
+:data:`HEAD_LIMIT` bytes, or that starts an interim ``1xx`` answer.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ __all__ = ["HEAD_LIMIT", "Opened", "header", "is_event_stream", "post"]
 HEAD_LIMIT = 65536
 """Bytes of a response head read by :func:`post` before it leaves the head to the parser."""
 
-_OWN_HEADERS = frozenset({"expect", "transfer-encoding", "content-length"})
+_SENT_BY_REQUEST = frozenset({"expect", "transfer-encoding", "content-length"})
 """Request headers that change how a request is sent: ``HTTPClient.request`` sends those."""
 
 
@@ -110,13 +110,13 @@ def _head(http: Any, uri: str, headers: dict[str, str]) -> tuple[bytes, bytes] |
 
 def _own_path(http: Any, headers: dict[str, str]) -> bool:
     """Whether :func:`post` sends it (a ``geventhttpclient`` client that has the pieces it uses, plain HTTP/1.1, no
-    proxy, none of :data:`_OWN_HEADERS`); else ``HTTPClient.request`` does."""
+    proxy, none of :data:`_SENT_BY_REQUEST`); else ``HTTPClient.request`` does."""
     if getattr(http, "ssl", True) or getattr(http, "use_proxy", True) or getattr(http, "version", "") != "HTTP/1.1":
         return False
     if not all(hasattr(http, name) for name in ("_build_request", "_connection_pool", "block_size", "headers_type")):
         return False
     names = {name.lower() for name in (*headers, *http.default_headers)}
-    return not names & _OWN_HEADERS
+    return not names & _SENT_BY_REQUEST
 
 
 def _chunked(response: Any) -> bool:
