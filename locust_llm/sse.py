@@ -32,6 +32,7 @@ __all__ = [
     "TokenShape",
     "content_json",
     "error_message",
+    "is_content_literal",
     "parse_chunk",
     "reply_text",
 ]
@@ -307,13 +308,19 @@ class TokenShape:
         if prefix is None or not data.startswith(prefix) or not data.endswith(self.suffix):
             return None
         literal = data[len(prefix) : len(data) - len(self.suffix)]
-        if literal[:1] != b'"' or literal[-1:] != b'"':
-            return None
-        try:
-            text = orjson.loads(literal)
-        except orjson.JSONDecodeError:
-            return None
-        return literal if type(text) is str and text else None
+        return literal if is_content_literal(literal) else None
+
+
+def is_content_literal(literal: bytes) -> bool:
+    """Whether ``literal`` is exactly one JSON string literal of a non-empty string: a quote first and last, and
+    valid JSON (a valid literal of at least three bytes has at least one character)."""
+    if len(literal) < 3 or literal[0] != 0x22 or literal[-1] != 0x22:
+        return False
+    try:
+        orjson.loads(literal)
+    except orjson.JSONDecodeError:
+        return False
+    return True
 
 
 def reply_text(slices: list[bytes]) -> str:

@@ -54,6 +54,11 @@ class Unchunker:
         self.delivered = 0
         """Data bytes of the current chunk already delivered."""
 
+    @property
+    def at_boundary(self) -> bool:
+        """The next byte the parser has not seen starts a chunk's size line, and the parser reads nothing yet."""
+        return not self.chunk_raw and not self.handed
+
     def unframe(self, data: bytes) -> bytes:
         """The body bytes in ``data``, to be appended to the body buffer (anything handed over is in the buffer
         already, in order). Raises what the parser raises when it is handed invalid framing."""
@@ -66,7 +71,7 @@ class Unchunker:
     def whole(self, data: bytes) -> bytes | None:
         """The usual read: when ``data`` is exactly one whole chunk (not the last) and a chunk boundary comes before
         it, its body; else ``None``, and nothing was consumed (:meth:`unframe` it)."""
-        if self.chunk_raw or self.handed:
+        if not self.at_boundary:
             return None
         m = _SIZE.match(data)
         if m is None:

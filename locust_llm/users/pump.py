@@ -6,8 +6,14 @@ instead registers one libev read watcher for the response's socket and does the 
 runs in place when the socket is readable, like an asyncio ``Protocol.data_received``:
 
 1. one non-blocking ``recv`` of what has arrived, stamped with ``clock()`` right after it;
-2. the usual read, one whole chunk (:meth:`~locust_llm.users.chunked.Unchunker.whole`) holding one event of one
-   ``data: ...`` line with nothing buffered before it, goes to ``on_data`` in one step;
+2. the usual read of a stream whose token shape is learned (:class:`~locust_llm.sse.TokenShape`) is taken in one
+   step, with no call into the decoder or ``on_data``: one whole chunk, ``<hex size>\\r\\n``, holding one event of
+   one line, ``data: <prefix><literal><suffix>\\n\\n``, then ``\\r\\n``, where the literal is a non-empty JSON string
+   (:func:`~locust_llm.sse.is_content_literal`). Its stamp (and the literal, when the reply is kept) is appended to
+   :class:`Tokens`, which is what ``on_data`` does with that event. It is tried only in a state where the event
+   means that and nothing else (:func:`_usual`): nothing buffered, the decoder between events, the unframing at a
+   chunk boundary (:class:`~locust_llm.users.chunked.Unchunker`, so the response's parser has seen only the head),
+   ``[DONE]`` not yet seen; and a size in upper case or with leading zeros is simply not the usual read;
 3. anything else has its chunked framing taken off, by :class:`~locust_llm.users.chunked.Unchunker` when the
    response's parser has seen only the head (:func:`locust_llm.users.wire.post`), else by ``response.feed``
    (geventhttpclient's C parser), into the body buffer, where every complete line is decoded as SSE, each event's
@@ -32,15 +38,16 @@ object's buffer), so TLS streams take the readline loop.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import gevent._socket3
 from gevent.hub import Waiter, get_hub
 
-from locust_llm.sse import SSEDecoder
+from locust_llm.sse import SSEDecoder, TokenShape, is_content_literal
 from locust_llm.users.chunked import Unchunker
 
-__all__ = ["RECV_BYTES", "pump", "pumpable"]
+__all__ = ["RECV_BYTES", "Tokens", "pump", "pumpable"]
 
 RECV_BYTES = 65536
 """One ``recv`` takes everything that has arrived (at most this): a token is a few hundred bytes."""
@@ -50,6 +57,20 @@ OnData = Callable[[bytes, int], bool]
 failed)."""
 
 
+@dataclass(slots=True, eq=False)
+class Tokens:
+    """A stream's answer tokens, where the pump puts the usual read itself (module docstring, step 2) exactly as
+    ``on_data`` would put that event: its stamp, and its content's JSON string literal when the reply is kept."""
+
+    shape: TokenShape
+    """Learned by ``on_data`` from the stream's first token chunk."""
+    token_ns: list[int]
+    slices: list[bytes] | None
+    """The content literals, when the reply is kept; else None."""
+    done: bool = False
+    """``[DONE]`` was seen: ``on_data`` ignores every later event, so no token is taken any more."""
+
+
 def pumpable(response: Any) -> bool:
     """True when ``response`` still has body to read from a plain (non-TLS) gevent socket."""
     sock = getattr(response, "_sock", None)
@@ -57,13 +78,19 @@ def pumpable(response: Any) -> bool:
 
 
 def pump(
-    response: Any, decoder: SSEDecoder, on_data: OnData, clock: Callable[[], int], body: bytes | None = None
+    response: Any,
+    decoder: SSEDecoder,
+    on_data: OnData,
+    clock: Callable[[], int],
+    body: bytes | None = None,
+    tokens: Tokens | None = None,
 ) -> None:
     """Read ``response``'s body in the hub's read callback until it hands back (module docstring).
 
     ``body``: the first bytes of a chunked body that the response's parser has not seen (``wire.Opened.body``); the
     rest of the body is then unframed by :class:`~locust_llm.users.chunked.Unchunker`. Lines already buffered and
-    ``body`` are decoded first, stamped now. Raises in the calling greenlet whatever the socket or the parser raised.
+    ``body`` are decoded first, stamped now. ``tokens``: where the usual read goes (step 2), when given with
+    ``body``. Raises in the calling greenlet whatever the socket or the parser raised.
     """
     sock = response._sock
     recv = sock._sock.recv  # the non-blocking OS socket under gevent's cooperative one
@@ -71,11 +98,9 @@ def pump(
     unchunker = None if body is None else Unchunker(response)
     unframe = response.feed if unchunker is None else unchunker.unframe
 
-    def take(data: bytes, now: int, piece: bytes | None = None) -> bool:
-        """Apply one read (``piece``: its body, when already unframed) through the body buffer; True to hand
-        back."""
-        if piece is None:
-            piece = unframe(data)  # the parser's feed puts it in the buffer itself (and returns None)
+    def take(data: bytes, now: int) -> bool:
+        """Apply one read through the body buffer; True to hand back."""
+        piece = unframe(data)  # the parser's feed puts it in the buffer itself (and returns None)
         if piece:
             buffer.extend(piece)
         return _events(buffer, decoder, on_data, now) or response.message_complete
@@ -86,23 +111,32 @@ def pump(
     hub = get_hub()
     waiter = Waiter(hub)
     watcher = hub.loop.io(sock.fileno(), 1)
-    whole = None if unchunker is None else unchunker.whole
+    usual = (lambda: _NOT_USUAL) if tokens is None or unchunker is None else _usual(tokens, buffer, decoder, unchunker)
+    head, tail = usual()
+    token_ns = None if tokens is None else tokens.token_ns
+    slices = None if tokens is None else tokens.slices
 
     def readable() -> None:
+        nonlocal head, tail
         try:
             data = recv(RECV_BYTES)
             now = clock()
-            if data:
-                # the usual read, one chunk holding one event of one data line, goes to on_data in one step
-                piece = whole(data) if whole is not None and not buffer else None
-                if piece is not None and piece.endswith(b"\n\n") and _one_line(piece, len(piece) - 2, decoder):
-                    end = len(piece) - 2
-                    if not ((end > 6 and on_data(piece[6:end], now)) or response.message_complete):
+            if head:  # the usual read (step 2): <hex>\r\n, head, a non-empty JSON string literal, tail
+                i = data.find(b"\r", 1, 18)
+                n = len(data)
+                if i > 0 and data.startswith(head, i) and data.endswith(tail) and data[:i] == b"%x" % (n - i - 4):
+                    literal = data[i + len(head) : n - len(tail)]
+                    if is_content_literal(literal):
+                        token_ns.append(now)  # type: ignore[union-attr]  # head is set only with tokens
+                        if slices is not None:
+                            slices.append(literal)
                         return
-                elif not take(data, now, piece):
-                    return
-            elif unchunker is not None:  # end of file: the parser gets what it has not seen; the readline loop judges
-                unchunker.end_of_file()
+            if not data:  # end of file: the parser gets what it has not seen; the readline loop judges
+                if unchunker is not None:
+                    unchunker.end_of_file()
+            elif not take(data, now):
+                head, tail = usual()
+                return
         except BlockingIOError:
             return  # a spurious wake-up
         except BaseException as exc:  # handed to the user's greenlet, never to the hub
@@ -118,6 +152,33 @@ def pump(
     finally:
         watcher.stop()
         watcher.close()
+
+
+_NOT_USUAL = (b"", b"")
+
+
+def _usual(
+    tokens: Tokens, buffer: bytearray, decoder: SSEDecoder, unchunker: Unchunker
+) -> Callable[[], tuple[bytes, bytes]]:
+    """A function giving the bytes of the usual read (step 2) before and after its literal, in the chunk's framing,
+    when the next read may be taken in one step; else two empty strings. A shape learned from an event of several
+    data lines (an LF in its data; the decoder never gives a CR) is never one line."""
+
+    def usual() -> tuple[bytes, bytes]:
+        prefix, suffix = tokens.shape.prefix, tokens.shape.suffix
+        if (
+            prefix is None
+            or tokens.done
+            or buffer
+            or not unchunker.at_boundary
+            or not decoder.idle
+            or b"\n" in prefix
+            or b"\n" in suffix
+        ):
+            return _NOT_USUAL
+        return b"\r\ndata: " + prefix, suffix + b"\n\n\r\n"
+
+    return usual
 
 
 def _events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -> bool:

@@ -28,7 +28,7 @@ from locust_llm.sse import (
     reply_text,
 )
 from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
-from locust_llm.users.pump import pump, pumpable
+from locust_llm.users.pump import Tokens, pump, pumpable
 from locust_llm.users.wire import header, is_event_stream, post
 
 __all__ = ["run_stream"]
@@ -109,30 +109,29 @@ def _read_events(
     decoder = SSEDecoder()
     readline = response.readline
     feed_line = decoder.feed_line
-    done = False
-    shape = TokenShape()  # learned from the first token chunk; later ones of its shape are not parsed whole
-    token_ns, slices = result.token_ns, attempt.reply_slices
+    tokens = Tokens(TokenShape(), result.token_ns, attempt.reply_slices)  # the shape: learned from the first token
+    shape, token_ns, slices = tokens.shape, tokens.token_ns, tokens.slices
 
     def on_data(data: bytes, now_ns: int) -> bool:
         """Apply one event's data (none after ``[DONE]``: the rest of the body is drained); True when the attempt
         failed."""
-        nonlocal done, on_first_token
-        if done:
+        nonlocal on_first_token
+        if tokens.done:
             return False
-        literal = shape.content(data)
+        literal = shape.content(data)  # a token chunk of the learned shape is not parsed whole
         if literal is not None:  # what _on_event does with it (the first token, which set answer_ns, came before)
             token_ns.append(now_ns)
             if slices is not None:
                 slices.append(literal)
             return False
-        done = _on_event(data, now_ns, result, attempt, shape)
+        tokens.done = _on_event(data, now_ns, result, attempt, shape)
         if on_first_token is not None and result.token_ns:
             on_first_token()
             on_first_token = None
         return result.outcome is not Outcome.OK
 
     if pumpable(response):  # plain HTTP: the body is read in the hub's callback (users/pump.py)
-        pump(response, decoder, on_data, clock, unparsed)
+        pump(response, decoder, on_data, clock, unparsed, tokens)
         if result.outcome is not Outcome.OK:
             return
     elif unparsed:
@@ -144,14 +143,14 @@ def _read_events(
         event = feed_line(line)
         if event is not None and on_data(event.data, clock()):
             return
-    if not done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
+    if not tokens.done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
         for event in decoder.feed(_leftover(response)) + decoder.finish():
-            done = _on_event(event.data, clock(), result, attempt, shape) or done
+            tokens.done = _on_event(event.data, clock(), result, attempt, shape) or tokens.done
         if result.outcome is not Outcome.OK:
             return
         result.end_ns = clock()
     attempt.check_not_empty()
-    if result.token_ns and not done:
+    if result.token_ns and not tokens.done:
         result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{progress(result)}")
 
 

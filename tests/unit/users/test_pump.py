@@ -279,3 +279,73 @@ def test_the_own_path_unframes_every_chunk_and_leaves_only_the_last_to_the_parse
         script.close()
     assert result.outcome is Outcome.OK and result.reply == "Hello world"
     assert handed == [END]
+
+
+# -- the usual read taken in one step (pump step 2), against both other readers -----------------------------------
+
+
+def upper(payload: bytes) -> bytes:
+    return b"%X\r\n%b\r\n" % (len(payload), payload)
+
+
+LEARNED = [HEAD, frame(ROLE), frame(token("He"))]  # the first token teaches the shape; what follows may be usual
+AFTER = [frame(token("lo")), frame(USAGE), frame(DONE), END]
+INNER = b"%x\r\n" % len(token("x")) + token("x")  # one chunk's data: an event, then bytes that look like a chunk
+LOOKS_FRAMED = [frame(token("a") + INNER)[: -len(INNER) - 2], INNER + b"\r\n"]  # read in two, cut before them
+
+
+@pytest.mark.parametrize(
+    "tricky, tokens",
+    [
+        pytest.param(frame(token("a")), 1, id="usual"),
+        pytest.param(upper(token("a")), 1, id="upper-case size"),
+        pytest.param(b"00" + frame(token("a")), 1, id="zero-padded size"),
+        pytest.param(frame(token("a")).replace(b"\r\n", b";x=1\r\n", 1), 1, id="chunk extension"),
+        pytest.param(frame(token("")), 0, id="empty content"),
+        pytest.param(frame(token('h\u00e9\n"\\ \u2603')), 1, id="escapes and non-ASCII"),
+        pytest.param(frame(token("a").replace(b'"a"', b'"a","role":"x"')), 1, id="a second field"),
+        pytest.param(frame(token("a") + token("b")), 2, id="two events in one chunk"),
+        pytest.param(frame(token("a")) + frame(token("b"))[:7], 2, id="a chunk and the next's start"),
+        pytest.param(frame(token("a").replace(b"\n", b"\r\n")), 1, id="CRLF line ends"),
+        pytest.param(frame(b"event: message\n" + token("a")), 1, id="an event field"),
+        pytest.param(frame(b": keep-alive\n\n"), 0, id="a comment"),
+        pytest.param(frame(token("a"))[:-2] + b"\n\n", 0, id="bad CRLF after the data"),
+        pytest.param(b"%x\r\n" % (len(token("a")) - 1) + token("a") + b"\r\n", 0, id="wrong size"),
+        pytest.param(frame(token("a"))[:40], 0, id="a partial chunk"),
+        pytest.param(frame(token("a")[:20]), 0, id="a partial line"),
+        pytest.param(frame(b"data: x\n"), 0, id="an event not ended"),
+        pytest.param(LOOKS_FRAMED, 2, id="a chunk's data that looks like a chunk"),
+    ],
+)
+def test_a_read_after_the_shape_is_learned_gives_the_same_result_through_every_reader(monkeypatch, tricky, tokens):
+    result = both(timed([*LEARNED, *(tricky if isinstance(tricky, list) else [tricky]), *AFTER]), monkeypatch)
+    if result.outcome is Outcome.OK:
+        assert len(result.token_ns) == 2 + tokens
+
+
+def test_a_shape_learned_from_a_multi_line_event_is_never_taken_as_one_line(monkeypatch):
+    payload = orjson.dumps({"choices": [{"index": 0, "delta": {"content": "a"}}]}).replace(b"[", b"\n[", 1)
+    first = b"data: " + payload.replace(b"\n", b"\ndata: ") + b"\n\n"  # its data: the payload, LF and all
+    later = b"data: " + payload.replace(b'"a"', b'"b"') + b"\n\n"  # two lines, the second not a data field
+    result = both(timed([HEAD, frame(first), frame(later), END]), monkeypatch)
+    assert result.outcome is Outcome.MALFORMED and len(result.token_ns) == 1
+
+
+def test_the_usual_read_is_taken_in_one_step_and_tokens_after_done_are_ignored(monkeypatch):
+    import locust_llm.users.pump as pump_module
+
+    taken = []
+    real = pump_module.is_content_literal
+    monkeypatch.setattr(pump_module, "is_content_literal", lambda literal: taken.append(literal) or real(literal))
+    script = Script(timed([*LEARNED, frame(token("l")), frame(token("o")), frame(DONE), frame(token("x")), END]))
+    http = HTTPClient("127.0.0.1", script.server.server_port, network_timeout=None, connection_timeout=5)
+    try:
+        result = run_stream(http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=5, intended_ns=0,
+                            clock=script.clock, keep_reply=True)  # fmt: skip
+    finally:
+        http.close()
+        script.close()
+    assert (
+        result.outcome is Outcome.OK and result.reply == "Helo" and result.token_ns == [3 * 10**6, 4 * 10**6, 5 * 10**6]
+    )
+    assert taken == [b'"l"', b'"o"']  # the first token teaches; after [DONE] nothing is tried
