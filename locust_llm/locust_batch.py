@@ -6,21 +6,23 @@ path"). When the runner's own listener is the event's only listener, :func:`log_
 same two entries (the ``ITL`` row and the total) exactly as that many ``log`` calls would, made in the same second:
 the same request count, per-second counts, sum, min, max, rounded response-time buckets and content length. Any
 other listener (a plugin, a user's own hook) keeps receiving every event: :func:`sole_runner_listener` says when
-batching is allowed, and is asked on every request.
+batching is allowed, and is asked on every request. :func:`log_one` does the same for one event (``TTFT``, ``E2E``):
+what the runner's listener does, without ``EventHook.fire`` around it.
 
-``tests/unit/test_locust_batch.py`` compares every field of the entries with per-event logging, so a Locust upgrade
-that changes ``StatsEntry.log`` fails there rather than drifting.
+``tests/unit/test_locust_batch.py`` compares every field of the entries (and the error table) with per-event logging,
+so a Locust upgrade that changes ``StatsEntry.log`` or the runner's listener fails there rather than drifting.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import locust.stats as locust_stats
 from locust.stats import RequestStats
 
-__all__ = ["RUNNER_LISTENER", "log_gaps", "sole_runner_listener"]
+__all__ = ["RUNNER_LISTENER", "log_gaps", "log_one", "sole_runner_listener"]
 
 _LOCUST_BUCKET = locust_stats.bucket_response_time
 
@@ -38,6 +40,15 @@ def sole_runner_listener(events: Any) -> bool:
     )
 
 
+def log_one(
+    stats: RequestStats, method: str, name: str, response_time: float, length: int, error: Exception | None
+) -> None:
+    """What the runner's listener does with one ``request`` event (``exception=error``)."""
+    stats.log_request(method, name, response_time, length)  # type: ignore[arg-type]  # a float, as in log_gaps
+    if error:
+        stats.log_error(method, name, error)
+
+
 def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Sequence[float]) -> None:
     """Log ``response_times_ms`` (content length 0) under ``(name, method)`` and the total, as that many
     ``stats.log_request`` calls in the same second would."""
@@ -47,9 +58,9 @@ def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Seq
     low, high = (min(rest), max(rest)) if rest else (first, first)
     bucket = locust_stats.bucket_response_time  # looked up each time: Locust lets a run replace it
     if bucket is _LOCUST_BUCKET:  # Locust's own rounding, inlined for the usual < 100 ms gaps (equal, tested)
-        rounded = [round(value) if value < 100 else bucket(value) for value in rest]
+        rounded = Counter([round(value) if value < 100 else bucket(value) for value in rest])
     else:
-        rounded = [bucket(value) for value in rest]
+        rounded = Counter([bucket(value) for value in rest])
     entries: tuple[Any, ...] = (stats.total, stats.entries[(name, method)])  # Locust types times as int; they are
     for entry in entries:  # floats in practice (every response time Locust users report)
         entry.log(first, 0)  # the per-second cache and the request timestamp, as Locust does them
@@ -64,5 +75,5 @@ def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Seq
         entry.min_response_time = min(entry.min_response_time, low)
         entry.max_response_time = max(entry.max_response_time, high)
         buckets = entry.response_times
-        for key in rounded:
-            buckets[key] += 1
+        for key, count in rounded.items():
+            buckets[key] += count

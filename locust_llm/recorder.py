@@ -2,9 +2,10 @@
 
 For each attempt (:meth:`Recorder.record`): it is filed in the per-step statistics (the collector), and Locust's events
 ``TTFT``, ``ITL`` (one per gap, unless ``--locust-itl-events off``) and ``E2E`` (failures, with the classified
-message) fire with name = model (a request's ``ITL`` gaps go straight into Locust's stats in one call when nothing
-but Locust's runner listens: :mod:`locust_llm.locust_batch`); ``TTFA`` (time to the first answer token) too, from
-the first request that carried reasoning tokens on (so a model that does not reason shows no copy of ``TTFT``).
+message) fire with name = model; when nothing but Locust's runner listens, they go straight into its stats as its
+listener would put them, a request's ``ITL`` gaps in one call (:mod:`locust_llm.locust_batch`). ``TTFA`` (time to
+the first answer token) fires too, from the first request that carried reasoning tokens on (so a model that does not
+reason shows no copy of ``TTFT``).
 Client requests (retries and waits included), judged against the SLA
 (:meth:`~locust_llm.sla.Sla.good`), and per-step counters are filed too.
 Every attempt also goes through the fail-fast rule (:mod:`locust_llm.failfast`).
@@ -14,11 +15,12 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from itertools import pairwise
 from typing import Any
 
 from locust_llm.collect.collector import Collector
 from locust_llm.failfast import FailFast
-from locust_llm.locust_batch import log_gaps, sole_runner_listener
+from locust_llm.locust_batch import log_gaps, log_one, sole_runner_listener
 from locust_llm.metrics import RequestResult
 from locust_llm.sla import Sla
 
@@ -64,34 +66,37 @@ class Recorder:
         message = self.failfast.feed(result)
         if message is not None:
             self.on_fatal(message)
-        fire = self.events.request.fire
+        stats = self.runner_stats()
+        direct = stats if stats is not None and sole_runner_listener(self.events) else None
         model = result.model
         ttft = result.ttft_ns
         if ttft is not None:
-            fire(request_type="TTFT", name=model, response_time=ttft / 1e6, response_length=result.prompt_tokens,
-                 exception=None, context={})  # fmt: skip
+            self._event(direct, "TTFT", model, ttft / 1e6, result.prompt_tokens)
             if result.reasoning_chunks or result.reasoning_tokens:
                 self.reasoning_seen = True
             answer_ttft = result.answer_ttft_ns
             if self.reasoning_seen and answer_ttft is not None:
-                fire(request_type="TTFA", name=model, response_time=answer_ttft / 1e6,
-                     response_length=result.reasoning_tokens, exception=None, context={})  # fmt: skip
+                self._event(direct, "TTFA", model, answer_ttft / 1e6, result.reasoning_tokens)
             if self.itl_events:
-                self._itl(model, result.token_ns)
-        fire(
-            request_type="E2E",
-            name=model,
-            response_time=result.e2e_ns / 1e6,
-            response_length=result.completion_tokens,
-            exception=None if result.ok else LLMError(result.error),
-            context={},
-        )
+                self._itl(direct, model, result.token_ns)
+        error = None if result.ok else LLMError(result.error)
+        self._event(direct, "E2E", model, result.e2e_ns / 1e6, result.completion_tokens, error)
 
-    def _itl(self, model: str, token_ns: list[int]) -> None:
-        gaps_ms = [(token_ns[i] - token_ns[i - 1]) / 1e6 for i in range(1, len(token_ns))]
-        stats = self.runner_stats()
-        if stats is not None and sole_runner_listener(self.events):
-            log_gaps(stats, "ITL", model, gaps_ms)
+    def _event(
+        self, direct: Any, method: str, model: str, ms: float, length: int, error: Exception | None = None
+    ) -> None:
+        """One Locust ``request`` event; with ``direct`` (the runner's stats, its listener the only one) logged
+        there as the listener would."""
+        if direct is not None:
+            log_one(direct, method, model, ms, length, error)
+        else:
+            self.events.request.fire(request_type=method, name=model, response_time=ms, response_length=length,
+                                     exception=error, context={})  # fmt: skip
+
+    def _itl(self, direct: Any, model: str, token_ns: list[int]) -> None:
+        gaps_ms = [(later - earlier) / 1e6 for earlier, later in pairwise(token_ns)]
+        if direct is not None:
+            log_gaps(direct, "ITL", model, gaps_ms)
             return
         fire = self.events.request.fire
         for gap in gaps_ms:

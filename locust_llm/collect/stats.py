@@ -165,6 +165,8 @@ class StatsTable:
 
     def __init__(self) -> None:
         self._stats: dict[StatsKey, StepStats] = {}
+        self._by_tuple: dict[tuple[int, str, str], StepStats] = {}
+        """The same stats by a plain tuple key, for :meth:`_at` (a tuple is made and hashed faster than a key)."""
 
     def __iter__(self) -> Iterator[tuple[StatsKey, StepStats]]:
         return iter(sorted(self._stats.items()))
@@ -180,7 +182,10 @@ class StatsTable:
 
     def _at(self, locate: Locate, model: str, t_ns: int) -> StepStats:
         step, phase = locate(t_ns)
-        return self.get(StatsKey(step, model, phase))
+        stats = self._by_tuple.get((step, model, phase))
+        if stats is None:
+            stats = self._by_tuple[step, model, phase] = self.get(StatsKey(step, model, phase))
+        return stats
 
     def add(self, result: RequestResult, locate: Locate) -> None:
         """File every measurement of ``result`` under the step it was observed in (see module docstring)."""
@@ -256,6 +261,7 @@ class StatsTable:
         """Return everything recorded so far and start afresh (worker deltas)."""
         out = StatsTable()
         out._stats, self._stats = self._stats, {}
+        out._by_tuple, self._by_tuple = self._by_tuple, {}
         return out
 
     def to_wire(self) -> list[Any]:
