@@ -19,7 +19,7 @@ runs in place when the socket is readable, like an asyncio ``Protocol.data_recei
    (geventhttpclient's C parser), into the body buffer, where every complete line is decoded as SSE, each event's
    data to ``on_data`` with that stamp (:func:`_events`: the usual one-line event is cut out directly; comments,
    ``event:`` fields, multi-line data or CRLF line ends go line by line through the SSE decoder, which gives the
-   same events).
+   same events); one whole chunk of one one-line event, with nothing buffered, goes to ``on_data`` directly.
 
 Semantics stay those of the ``readline(b"\\n")`` loop (DESIGN.md "Hot path"): every ``recv`` is handled the moment
 it arrives (no block reads that batch tokens, no waiting for more), lines are split on ``\\n`` only, and a partial
@@ -98,9 +98,16 @@ def pump(
     unchunker = None if body is None else Unchunker(response)
     unframe = response.feed if unchunker is None else unchunker.unframe
 
+    whole = None if unchunker is None else unchunker.whole
+
     def take(data: bytes, now: int) -> bool:
-        """Apply one read through the body buffer; True to hand back."""
-        piece = unframe(data)  # the parser's feed puts it in the buffer itself (and returns None)
+        """Apply one read (step 3); True to hand back. One whole chunk holding one event of one ``data:`` line,
+        with nothing buffered, goes to ``on_data`` without the body buffer."""
+        piece = None if whole is None else whole(data)
+        if piece is None:
+            piece = unframe(data)  # the parser's feed puts it in the buffer itself (and returns None)
+        elif not buffer and piece.endswith(b"\n\n") and _one_line(piece, len(piece) - 2, decoder):
+            return (len(piece) > 8 and on_data(piece[6:-2], now)) or response.message_complete
         if piece:
             buffer.extend(piece)
         return _events(buffer, decoder, on_data, now) or response.message_complete

@@ -309,6 +309,7 @@ LOOKS_FRAMED = [frame(token("a") + INNER)[: -len(INNER) - 2], INNER + b"\r\n"]  
         pytest.param(frame(token("a").replace(b"\n", b"\r\n")), 1, id="CRLF line ends"),
         pytest.param(frame(b"event: message\n" + token("a")), 1, id="an event field"),
         pytest.param(frame(b": keep-alive\n\n"), 0, id="a comment"),
+        pytest.param(frame(b"data: \n\n"), 0, id="an event without data"),
         pytest.param(frame(token("a"))[:-2] + b"\n\n", 0, id="bad CRLF after the data"),
         pytest.param(b"%x\r\n" % (len(token("a")) - 1) + token("a") + b"\r\n", 0, id="wrong size"),
         pytest.param(frame(token("a"))[:40], 0, id="a partial chunk"),
