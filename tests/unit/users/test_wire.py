@@ -169,20 +169,25 @@ def test_a_completed_body_gives_the_connection_back_for_the_next_request(serve):
 
 
 def test_the_head_is_built_once_per_client_uri_and_headers(serve, monkeypatch):
-    server = serve([SSE_HEAD + CHUNKS], [SSE_HEAD + CHUNKS], [SSE_HEAD + CHUNKS])
+    server = serve(*[[SSE_HEAD + CHUNKS]] * 5)
     http = server.client()
     built = []
     real = http._build_request
     monkeypatch.setattr(http, "_build_request", lambda *a, **k: built.append(a) or real(*a, **k))
+    headers = {"X-Run": "1"}
     try:
         for body in (b"{}", b'{"longer": true}'):
-            post(http, "/v1/chat/completions", body, {"X-Run": "1"}).response.release()
+            post(http, "/v1/chat/completions", body, headers).response.release()
         post(http, "/v1/chat/completions", b"{}", {"X-Run": "2"}).response.release()
+        headers["X-Run"] = "3"  # the same dict, changed: a new head
+        post(http, "/v1/chat/completions", b"{}", headers).response.release()
+        post(http, "/v1/chat/completions", b"{}", {"X-Run": "1"}).response.release()  # equal to the first: kept
     finally:
         http.close()
-    assert len(built) == 2
-    assert [int(r.split(b"ontent-Length: ")[1].split(b"\r\n")[0]) for r in server.requests] == [2, 16, 2]
+    assert len(built) == 3
+    assert [int(r.split(b"ontent-Length: ")[1].split(b"\r\n")[0]) for r in server.requests] == [2, 16, 2, 2, 2]
     assert server.requests[0].endswith(b"\r\n\r\n{}") and b"X-Run: 1" in server.requests[0]
+    assert [r.split(b"X-Run: ")[1][:1] for r in server.requests] == [b"1", b"1", b"2", b"3", b"1"]
 
 
 def test_tls_proxies_and_send_changing_headers_go_through_request(monkeypatch):
