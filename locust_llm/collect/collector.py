@@ -37,7 +37,9 @@ from locust_llm.histogram import Histogram
 from locust_llm.metrics import RequestResult
 from locust_llm.sla import Prices
 
-__all__ = ["Collector"]
+__all__ = ["PENDING_LIMIT", "Collector"]
+
+PENDING_LIMIT = 32  # results recorded before they are filed together (Collector.record)
 
 logger = logging.getLogger("locust_llm")
 
@@ -84,6 +86,7 @@ class Collector:
         self.began_ns: int | None = None
         self.ended_ns: int | None = None
         self.closed = False
+        self._pending: list[RequestResult] = []  # recorded, not yet filed in the table (see record)
         self.run = 0  # the number of the run being recorded (see reset)
         self._cpu = CpuSampler()
         self._known_workers: set[str] = set()
@@ -126,6 +129,7 @@ class Collector:
         """Forget the statistics recorded so far (Locust's *Reset stats*); the steps go on unless ``keep_steps`` is
         false."""
         self.table, self.merged = StatsTable(), StatsTable()
+        self._pending = []  # recorded before the reset: forgotten with the rest
         self.by_worker.clear()
         self.health.clear()
         self.worker_cpu.clear()
@@ -137,8 +141,22 @@ class Collector:
     # -- recording ---------------------------------------------------------------------------------------------
 
     def record(self, result: RequestResult) -> None:
+        """File ``result`` (a finished attempt, not changed afterwards), in batches of :data:`PENDING_LIMIT`: filing
+        many in a row runs warm. What is pending is filed before every read of the table and before a worker is told
+        of a step or the end (which may be dated before samples it recorded), and forgotten by a reset; where a
+        sample goes depends only on its observation times and the timeline (:mod:`.stats`), so every reader sees
+        what filing each at once would have given."""
         if not self.closed:
-            self.table.add(result, self.timeline.locate)
+            pending = self._pending
+            pending.append(result)
+            if len(pending) >= PENDING_LIMIT:
+                self._file_pending()
+
+    def _file_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        add, locate = self.table.add, self.timeline.locate
+        for result in pending:
+            add(result, locate)
 
     def count(self, name: str, model: str, n: int, at_ns: int) -> None:
         if not self.closed:
@@ -193,6 +211,7 @@ class Collector:
     # -- worker side -------------------------------------------------------------------------------------------
 
     def _on_step_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self._file_pending()
         data = msg.data
         now = time.perf_counter_ns()
         rate = data.get("rate")
@@ -201,6 +220,7 @@ class Collector:
                             int(data.get("processes", 1)))  # fmt: skip
 
     def _on_end_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self._file_pending()
         self.timeline.end(time.perf_counter_ns())
 
     def _on_reset_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
@@ -210,6 +230,7 @@ class Collector:
             self.reset(int(msg.data["run"]))
 
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+        self._file_pending()
         delta = self.table.drain()
         data[REPORT_KEY] = {"run": self.run, "stats": delta.to_wire(),
                             "cpu": {str(k): v for k, v in self.worker_cpu.items()}}  # fmt: skip
@@ -267,6 +288,7 @@ class Collector:
 
     def results(self) -> StatsTable:
         """Everything recorded: this process's samples plus, on the master, the workers'."""
+        self._file_pending()
         return StatsTable().merge(self.table).merge(self.merged)
 
     def windows(self, validity: Validity, judge_open: bool = False) -> list[StepWindow]:

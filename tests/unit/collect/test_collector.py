@@ -117,3 +117,49 @@ def test_a_warm_up_shorter_than_the_previous_requests_is_a_reason():
     health = StepHealth(carryover=(10.0, 22.7))
     (reason,) = invalid_reasons(2, health, StatsTable(), 80.0, 10.0)
     assert reason.startswith("warm-up 10.0 s shorter than the previous step's E2E p90 22.7 s")
+
+
+def _deferred_scenario(monkeypatch, limit):
+    """A worker's records interleaved with a late step message (its step began before some of them), reports, the
+    end and a reset; what it ships, with results filed in batches of ``limit``."""
+    import locust_llm.collect.collector as collector_module
+
+    clock = [0]
+    monkeypatch.setattr(collector_module, "PENDING_LIMIT", limit)
+    monkeypatch.setattr(collector_module.time, "perf_counter_ns", lambda: clock[0])
+    w = collector("worker")
+    shipped = []
+
+    def report():
+        data = {}
+        w._on_report_to_master("w1", data)
+        shipped.append(data[REPORT_KEY]["stats"])
+
+    for i in range(5):  # before the worker knows the step: at 0.1 s to 0.9 s
+        w.record(result((100 + 200 * i) * MS, tokens=4))
+    clock[0] = 2000 * MS  # told late: step 1 began 1.5 s ago, at 0.5 s, with no warm-up
+    w._on_step_message(None, SimpleNamespace(data={"step": 1, "users": 4, "warmup_ns": 0, "elapsed_ns": 1500 * MS}))
+    for i in range(40):
+        w.record(result((2000 + 20 * i) * MS, tokens=3))
+    assert len(w._pending) < limit  # filed as they come, in batches: what waits is bounded
+    report()
+    for i in range(10):
+        w.record(result((3000 + 50 * i) * MS, tokens=5))
+    clock[0] = 3300 * MS
+    w._on_end_message(None, SimpleNamespace(data={}))
+    for i in range(3):
+        w.record(result((3400 + 10 * i) * MS))  # ends after the end: drain
+    report()
+    w.record(result(4000 * MS))
+    w.clear()  # Locust's reset: what was pending is forgotten with the rest
+    report()
+    return shipped
+
+
+def test_results_filed_in_batches_equal_results_filed_at_once(monkeypatch):
+    at_once = _deferred_scenario(monkeypatch, 1)
+    batched = _deferred_scenario(monkeypatch, 32)
+    assert batched == at_once
+    steps = {(step, phase) for step, _model, phase, _stats in at_once[0]}
+    assert steps == {(0, "warmup"), (1, "steady")} and at_once[2] == []  # the late step did not take the first ones
+    assert {phase for _step, _model, phase, _stats in at_once[1]} >= {"drain"}
