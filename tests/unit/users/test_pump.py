@@ -118,6 +118,15 @@ def both(pieces, monkeypatch, **kw):
     return own
 
 
+def shipped(pieces, monkeypatch):
+    """The result through the shipped reader alone (``Script.run`` ``own``; it undoes ``monkeypatch`` after)."""
+    script = Script(pieces)
+    try:
+        return script.run("own", monkeypatch)
+    finally:
+        script.close()
+
+
 def timed(chunks):
     """Pieces ``chunks`` at 1 ms, 2 ms, ... of scripted time."""
     return [(piece, (i + 1) * 10**6) for i, piece in enumerate(chunks)]
@@ -269,14 +278,7 @@ def test_the_own_path_unframes_every_chunk_and_leaves_only_the_last_to_the_parse
     handed = []
     real = chunked.Unchunker._hand_over
     monkeypatch.setattr(chunked.Unchunker, "_hand_over", lambda self, rest: handed.append(rest) or real(self, rest))
-    script = Script(timed([HEAD] + [frame(e) for e in EVENTS] + [END]))
-    http = HTTPClient("127.0.0.1", script.server.server_port, network_timeout=None, connection_timeout=5)
-    try:
-        result = run_stream(http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=5, intended_ns=0,
-                            clock=script.clock, keep_reply=True)  # fmt: skip
-    finally:
-        http.close()
-        script.close()
+    result = shipped(timed([HEAD] + [frame(e) for e in EVENTS] + [END]), monkeypatch)
     assert result.outcome is Outcome.OK and result.reply == "Hello world"
     assert handed == [END]
 
@@ -338,14 +340,8 @@ def test_the_usual_read_is_taken_in_one_step_and_tokens_after_done_are_ignored(m
     taken = []
     real = pump_module.is_content_literal
     monkeypatch.setattr(pump_module, "is_content_literal", lambda literal: taken.append(literal) or real(literal))
-    script = Script(timed([*LEARNED, frame(token("l")), frame(token("o")), frame(DONE), frame(token("x")), END]))
-    http = HTTPClient("127.0.0.1", script.server.server_port, network_timeout=None, connection_timeout=5)
-    try:
-        result = run_stream(http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=5, intended_ns=0,
-                            clock=script.clock, keep_reply=True)  # fmt: skip
-    finally:
-        http.close()
-        script.close()
+    result = shipped(timed([*LEARNED, frame(token("l")), frame(token("o")), frame(DONE), frame(token("x")), END]),
+                     monkeypatch)  # fmt: skip
     assert (
         result.outcome is Outcome.OK and result.reply == "Helo" and result.token_ns == [3 * 10**6, 4 * 10**6, 5 * 10**6]
     )
