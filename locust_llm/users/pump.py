@@ -19,7 +19,7 @@ runs in place when the socket is readable, like an asyncio ``Protocol.data_recei
    (geventhttpclient's C parser), into the body buffer, where every complete line is decoded as SSE, each event's
    data to ``on_data`` with that stamp (:func:`_events`: the usual one-line event is cut out directly; comments,
    ``event:`` fields, multi-line data or CRLF line ends go line by line through the SSE decoder, which gives the
-   same events); one whole chunk of one one-line event, with nothing buffered, goes to ``on_data`` directly.
+   same events); a read whose body is one one-line event, with nothing buffered, goes to ``on_data`` directly.
 
 Semantics stay those of the ``readline(b"\\n")`` loop (DESIGN.md "Hot path"): every ``recv`` is handled the moment
 it arrives (no block reads that batch tokens, no waiting for more), lines are split on ``\\n`` only, and a partial
@@ -98,15 +98,11 @@ def pump(
     unchunker = None if body is None else Unchunker(response)
     unframe = response.feed if unchunker is None else unchunker.unframe
 
-    whole = None if unchunker is None else unchunker.whole
-
     def take(data: bytes, now: int) -> bool:
-        """Apply one read (step 3); True to hand back. One whole chunk holding one event of one ``data:`` line,
-        with nothing buffered, goes to ``on_data`` without the body buffer."""
-        piece = None if whole is None else whole(data)
-        if piece is None:
-            piece = unframe(data)  # the parser's feed puts it in the buffer itself (and returns None)
-        elif not buffer and piece.endswith(b"\n\n") and _one_line(piece, len(piece) - 2, decoder):
+        """Apply one read (step 3); True to hand back. A read whose body is one event of one ``data:`` line, with
+        nothing buffered, goes to ``on_data`` without the body buffer."""
+        piece = unframe(data)  # the parser's feed puts it in the buffer itself (and returns None)
+        if piece and not buffer and piece.endswith(b"\n\n") and _one_line(piece, len(piece) - 2, decoder):
             return (len(piece) > 8 and on_data(piece[6:-2], now)) or response.message_complete
         if piece:
             buffer.extend(piece)
@@ -118,8 +114,7 @@ def pump(
     hub = get_hub()
     waiter = Waiter(hub)
     watcher = hub.loop.io(sock.fileno(), 1)
-    usual = (lambda: _NOT_USUAL) if tokens is None or unchunker is None else _usual(tokens, buffer, decoder, unchunker)
-    head, tail = usual()
+    head, tail = _usual(tokens, buffer, decoder, unchunker)
     token_ns = None if tokens is None else tokens.token_ns
     slices = None if tokens is None else tokens.slices
 
@@ -142,7 +137,7 @@ def pump(
                 if unchunker is not None:
                     unchunker.end_of_file()
             elif not take(data, now):
-                head, tail = usual()
+                head, tail = _usual(tokens, buffer, decoder, unchunker)
                 return
         except BlockingIOError:
             return  # a spurious wake-up
@@ -165,27 +160,25 @@ _NOT_USUAL = (b"", b"")
 
 
 def _usual(
-    tokens: Tokens, buffer: bytearray, decoder: SSEDecoder, unchunker: Unchunker
-) -> Callable[[], tuple[bytes, bytes]]:
-    """A function giving the bytes of the usual read (step 2) before and after its literal, in the chunk's framing,
-    when the next read may be taken in one step; else two empty strings. A shape learned from an event of several
-    data lines (an LF in its data; the decoder never gives a CR) is never one line."""
-
-    def usual() -> tuple[bytes, bytes]:
-        prefix, suffix = tokens.shape.prefix, tokens.shape.suffix
-        if (
-            prefix is None
-            or tokens.done
-            or buffer
-            or not unchunker.at_boundary
-            or not decoder.idle
-            or b"\n" in prefix
-            or b"\n" in suffix
-        ):
-            return _NOT_USUAL
-        return b"\r\ndata: " + prefix, suffix + b"\n\n\r\n"
-
-    return usual
+    tokens: Tokens | None, buffer: bytearray, decoder: SSEDecoder, unchunker: Unchunker | None
+) -> tuple[bytes, bytes]:
+    """The bytes of the usual read (step 2) before and after its literal, in the chunk's framing, when the next read
+    may be taken in one step; else two empty strings. A shape learned from an event of several data lines (an LF in
+    its data; the decoder never gives a CR) is never one line."""
+    if tokens is None or unchunker is None:
+        return _NOT_USUAL
+    prefix, suffix = tokens.shape.prefix, tokens.shape.suffix
+    if (
+        prefix is None
+        or tokens.done
+        or buffer
+        or not unchunker.at_boundary
+        or not decoder.idle
+        or b"\n" in prefix
+        or b"\n" in suffix
+    ):
+        return _NOT_USUAL
+    return b"\r\ndata: " + prefix, suffix + b"\n\n\r\n"
 
 
 def _events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -> bool:
