@@ -10,7 +10,9 @@ client (bench/aiohttp_client.py), and (c) the floor, a bare asyncio ``Protocol``
 lines (bench/raw_client.py, plain HTTP only), on uvloop (``raw``, the physical floor) and on asyncio's own loop
 (``raw-asyncio``, the floor as the ``[perf]`` issue measured it), and on gevent's loop (``raw-gevent``,
 bench/raw_gevent_client.py: what Locust's event loop alone costs). It prints the goals next to the figures:
-CPU per token <= 1.5x each floor; TTFT p99 error <= the floor's + 1 ms and ITL p99 error <= the floor's + 0.6 ms.
+CPU per token <= 1.5x each floor; TTFT p99 error <= the floor's + 1 ms and ITL p99 error <= the floor's + 0.6 ms,
+each judged over the runs paired by repeat: met, NOT met or UNSURE (bench/_verdict.py; a run whose pacing server
+was late is left out).
 CPU is read from /proc over the steady window (after the warm-up). With
 ``--tls`` each also runs over HTTPS (the server's certificate from its own CA, trusted with ``--ca-bundle``), so
 the cost of decrypting every token record shows against plain HTTP and against the reference over TLS. With
@@ -24,7 +26,6 @@ import argparse
 import json
 import shutil
 import ssl
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -34,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _common import PY, ROOT, cores, cpu_s, pinned, start_server, stop, table
+from _verdict import SERVER_LATE_OK_MS, cpu_ratio, difference, disturbed, judge
 
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
 TURNS_GOAL = 1.05
@@ -178,45 +180,50 @@ def main() -> None:
                     rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core))
     print(table(rows))
     print()
-    by = _medians(rows)
-    for (kind, streams), row in by.items():
-        if kind.startswith(("aiohttp", "raw")) or not isinstance(row["us_per_token"], float):
-            continue
-        if "--turns" in kind:
-            single = by.get(("locust-llm", streams))
-            if single and isinstance(single["us_per_token"], float):
-                ratio = row["us_per_token"] / single["us_per_token"]
-                print(f"{streams:>4} streams: CPU per token {kind} / locust-llm = {ratio:.2f} (goal <= {TURNS_GOAL}: "
-                      f"{_met(ratio <= TURNS_GOAL)})")  # fmt: skip
-            continue
-        for base in ("aiohttp" + (" (TLS)" if kind.endswith("(TLS)") else ""), *FLOORS):
-            ref = by.get((base, streams))
-            if ref and isinstance(ref["us_per_token"], float) and ref["us_per_token"]:
-                ratio = row["us_per_token"] / ref["us_per_token"]
-                goal = f" (goal <= {CPU_GOAL}: {_met(ratio <= CPU_GOAL)})" if base in FLOORS else ""
-                print(f"{streams:>4} streams: CPU per token {kind} / {ref['generator']} = {ratio:.2f}{goal}")
-        floor = by.get(("raw", streams)) or by.get(("raw-asyncio", streams))
-        if floor and not kind.endswith("(TLS)"):
-            for name, budget in (("ttft_p99_err_ms", TTFT_P99_GOAL_MS), ("itl_p99_err_ms", ITL_P99_GOAL_MS)):
-                limit = floor[name] + budget
-                print(f"{streams:>4} streams: {name} {kind} {row[name]} vs {floor['generator']} {floor[name]} "
-                      f"(goal <= floor + {budget} = {limit:.2f}: {_met(row[name] <= limit)})")  # fmt: skip
+    for line in verdicts(rows):
+        print(line)
 
 
-def _met(ok: bool) -> str:
-    return "met" if ok else "NOT met"
-
-
-def _medians(rows: list[dict]) -> dict[tuple[str, int], dict]:
-    """Per (generator, streams): its row, with the median CPU per token of its repeats."""
+def verdicts(rows: list[dict]) -> list[str]:
+    """The goal lines: each comparison over the runs paired by repeat, judged by bench/_verdict.py (met, NOT met or
+    UNSURE; a run whose pacing server was late is left out)."""
     runs: dict[tuple[str, int], list[dict]] = {}
     for row in rows:
         runs.setdefault((row["generator"], row["streams"]), []).append(row)
-    out = {}
-    for key, group in runs.items():
-        costs = [r["us_per_token"] for r in group if isinstance(r["us_per_token"], float)]
-        out[key] = {**group[-1], "us_per_token": statistics.median(costs) if costs else "-"}
-    return out
+    lines = [
+        f"{row['streams']:>4} streams: a {row['generator']} run left out: the pacing server was late "
+        f"(p99 {row['server_late_p99_ms']} ms > {SERVER_LATE_OK_MS} ms)"
+        for row in rows
+        if disturbed(row)
+    ]
+    for (kind, streams), ours in runs.items():
+        if kind.startswith(("aiohttp", "raw")):
+            continue
+        if "--turns" in kind:
+            single = runs.get(("locust-llm", streams), [])
+            verdict = judge(ours, single, cpu_ratio, lambda r: r <= TURNS_GOAL)
+            goal = f"<= {TURNS_GOAL}"
+            lines.append(f"{streams:>4} streams: CPU per token {kind} / locust-llm = {verdict.text(goal)}")
+            continue
+        for base in ("aiohttp" + (" (TLS)" if kind.endswith("(TLS)") else ""), *FLOORS):
+            ref = runs.get((base, streams))
+            if not ref:
+                continue
+            if base in FLOORS:
+                verdict = judge(ours, ref, cpu_ratio, lambda r: r <= CPU_GOAL)
+                lines.append(f"{streams:>4} streams: CPU per token {kind} / {base} = {verdict.text(f'<= {CPU_GOAL}')}")
+            else:
+                median = judge(ours, ref, cpu_ratio, lambda r: True).median
+                shown = "-" if median is None else f"{median:.2f}"
+                lines.append(f"{streams:>4} streams: CPU per token {kind} / {base} = {shown}")
+        floor_name = "raw" if ("raw", streams) in runs else "raw-asyncio"
+        floor = runs.get((floor_name, streams))
+        if floor and not kind.endswith("(TLS)"):
+            for name, budget in (("ttft_p99_err_ms", TTFT_P99_GOAL_MS), ("itl_p99_err_ms", ITL_P99_GOAL_MS)):
+                verdict = judge(ours, floor, difference(name), lambda d, b=budget: d <= b, budget)
+                lines.append(f"{streams:>4} streams: {name} {kind} minus {floor_name} = "
+                             f"{verdict.text(f'<= +{budget} ms')}")  # fmt: skip
+    return lines
 
 
 def _one(kind: str, streams: int, tls: bool, seconds: float, server_core: int | None, gen_core: int | None) -> dict:

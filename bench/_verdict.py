@@ -1,0 +1,125 @@
+"""The generator bench's verdicts: a goal is met, NOT met, or UNSURE, from paired runs whose server was on time.
+
+``bench/generator.py`` runs each generator once per repeat, one after the other, against a fresh pacing server, so
+the i-th run of one generator and the i-th run of another were measured minutes apart on the same machine: they
+form a pair. Rules (each a pure function, tested in ``tests/unit/test_bench_verdict.py``):
+
+- **Disturbed runs.** A run whose pacing server's token lateness p99 exceeded :data:`SERVER_LATE_OK_MS` was
+  disturbed: the server was off the schedule its errors are measured against (the simulator's own on-time goal at
+  512 streams is 3 ms), and the machine with it. A pair with a disturbed run is left out of every verdict.
+- **Accuracy pairs.** An error comparison against a budget of ``b`` ms is judged only on a pair whose servers
+  were late by amounts within ``b`` of each other (their p99s): the server's lateness is in both measured errors,
+  so a difference larger than the budget decides the comparison by itself.
+- **The verdict.** ``met`` when every pair judged meets the goal, ``NOT met`` when none does, ``UNSURE`` when the
+  pairs disagree (the machine's noise is larger than the margin) or when no pair is left to judge. One pair gives
+  ``met`` or ``NOT met``, marked "one pair": single runs on a shared machine vary by 10-20 %.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["SERVER_LATE_OK_MS", "Verdict", "cpu_ratio", "difference", "disturbed", "judge", "pairs"]
+
+SERVER_LATE_OK_MS = 3.0
+"""A run whose pacing server was later than this at p99 (ms) was disturbed (module docstring)."""
+
+Row = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    word: str
+    """``met``, ``NOT met`` or ``UNSURE``."""
+    values: tuple[float, ...]
+    """The compared value of every pair judged, in repeat order."""
+    left_out: int
+    """Pairs not judged (a disturbed run, or servers late by amounts further apart than the budget)."""
+
+    @property
+    def median(self) -> float | None:
+        return statistics.median(self.values) if self.values else None
+
+    def text(self, goal: str) -> str:
+        """One line's end: the median and every value, the goal and the word, and what was left out."""
+        if not self.values:
+            return f"no pair to judge ({self.left_out} left out: pacing server late) (goal {goal}: UNSURE)"
+        shown = ", ".join(f"{v:.2f}" for v in self.values)
+        note = " one pair;" if len(self.values) == 1 else ""
+        left = f" {self.left_out} pair(s) left out (pacing server late);" if self.left_out else ""
+        return f"{self.median:.2f} [{shown}] (goal {goal}:{note}{left} {self.word})"
+
+
+def late(row: Row) -> float | None:
+    """The pacing server's token lateness p99 of a run (ms), or None when it was not measured."""
+    value = row.get("server_late_p99_ms")
+    return float(value) if isinstance(value, int | float) else None
+
+
+def disturbed(row: Row) -> bool:
+    value = late(row)
+    return value is not None and value > SERVER_LATE_OK_MS
+
+
+def pairs(ours: Sequence[Row], ref: Sequence[Row], budget_ms: float | None = None) -> tuple[list[tuple[Row, Row]], int]:
+    """The i-th runs of two generators, paired; those judged and how many were left out (module docstring).
+    ``budget_ms``: an accuracy comparison's budget, which the two servers' lateness must agree within."""
+    kept: list[tuple[Row, Row]] = []
+    left_out = 0
+    for a, b in zip(ours, ref, strict=False):
+        if disturbed(a) or disturbed(b):
+            left_out += 1
+            continue
+        la, lb = late(a), late(b)
+        if budget_ms is not None and la is not None and lb is not None and abs(la - lb) > budget_ms:
+            left_out += 1
+            continue
+        kept.append((a, b))
+    return kept, left_out
+
+
+def judge(
+    ours: Sequence[Row],
+    ref: Sequence[Row],
+    value: Callable[[Row, Row], float | None],
+    ok: Callable[[float], bool],
+    budget_ms: float | None = None,
+) -> Verdict:
+    """Compare each judged pair by ``value`` (None: not measured, left out) and say whether ``ok`` holds for all,
+    none or some of them (module docstring)."""
+    kept, left_out = pairs(ours, ref, budget_ms)
+    values: list[float] = []
+    for a, b in kept:
+        v = value(a, b)
+        if v is None:
+            left_out += 1
+        else:
+            values.append(v)
+    if not values:
+        return Verdict("UNSURE", (), left_out)
+    met = [ok(v) for v in values]
+    word = "met" if all(met) else "NOT met" if not any(met) else "UNSURE"
+    return Verdict(word, tuple(values), left_out)
+
+
+def cpu_ratio(a: Row, b: Row) -> float | None:
+    """``a``'s CPU per token over ``b``'s."""
+    x, y = a.get("us_per_token"), b.get("us_per_token")
+    if isinstance(x, int | float) and isinstance(y, int | float) and y > 0:
+        return float(x) / float(y)
+    return None
+
+
+def difference(name: str) -> Callable[[Row, Row], float | None]:
+    """``a``'s field ``name`` minus ``b``'s."""
+
+    def value(a: Row, b: Row) -> float | None:
+        x, y = a.get(name), b.get(name)
+        if isinstance(x, int | float) and isinstance(y, int | float):
+            return float(x) - float(y)
+        return None
+
+    return value

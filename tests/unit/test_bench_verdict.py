@@ -1,0 +1,82 @@
+"""The generator bench's verdicts (bench/_verdict.py, bench/generator.py ``verdicts``) on synthetic runs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
+
+from _verdict import SERVER_LATE_OK_MS, cpu_ratio, difference, judge, pairs
+from generator import CPU_GOAL, ITL_P99_GOAL_MS, verdicts
+
+
+def run(generator: str, us: float, late: float = 0.4, ttft: float = 0.3, itl: float = 0.2, streams: int = 512):
+    return {"generator": generator, "streams": streams, "us_per_token": us, "server_late_p99_ms": late,
+            "ttft_p99_err_ms": ttft, "itl_p99_err_ms": itl}  # fmt: skip
+
+
+def lines_about(lines: list[str], *words: str) -> list[str]:
+    return [line for line in lines if all(word in line for word in words)]
+
+
+def test_a_pair_with_a_disturbed_run_is_left_out():
+    ours = [run("locust-llm", 8.0), run("locust-llm", 8.0, late=SERVER_LATE_OK_MS + 0.1)]
+    ref = [run("raw", 5.0), run("raw", 5.0)]
+    kept, left_out = pairs(ours, ref)
+    assert kept == [(ours[0], ref[0])] and left_out == 1
+    kept, left_out = pairs(ref, ours)  # whichever side was disturbed
+    assert kept == [(ref[0], ours[0])] and left_out == 1
+
+
+def test_an_accuracy_pair_needs_servers_late_alike_within_the_budget():
+    ours = [run("locust-llm", 8.0, late=0.4), run("locust-llm", 8.0, late=1.3)]
+    ref = [run("raw", 5.0, late=0.5), run("raw", 5.0, late=0.5)]
+    assert pairs(ours, ref, budget_ms=0.6)[1] == 1  # 0.8 ms apart: the second pair is not judged on 0.6 ms
+    assert pairs(ours, ref, budget_ms=1.0)[1] == 0
+    assert pairs(ours, ref)[1] == 0  # CPU: both on time is enough
+
+
+@pytest.mark.parametrize(
+    ("ratios", "word"),
+    [((1.2, 1.4, 1.45), "met"), ((1.6, 1.7, 1.55), "NOT met"), ((1.45, 1.62, 1.58), "UNSURE"), ((1.4,), "met")],
+)
+def test_the_word_says_whether_all_none_or_some_pairs_meet_the_goal(ratios, word):
+    ours = [run("locust-llm", 5.0 * r) for r in ratios]
+    ref = [run("raw", 5.0) for _ in ratios]
+    verdict = judge(ours, ref, cpu_ratio, lambda r: r <= CPU_GOAL)
+    assert verdict.word == word
+    assert verdict.values == pytest.approx(ratios)
+    assert ("one pair" in verdict.text("<= 1.5")) == (len(ratios) == 1)
+
+
+def test_nothing_to_judge_is_unsure_not_met():
+    ours, ref = [run("locust-llm", 8.0)], [run("raw", 4.0, late=20.75)]
+    verdict = judge(ours, ref, cpu_ratio, lambda r: r <= CPU_GOAL)
+    assert verdict.word == "UNSURE" and verdict.values == () and verdict.left_out == 1
+    assert verdict.text("<= 1.5").endswith("UNSURE)")
+
+
+def test_the_bench_does_not_call_a_goal_met_from_a_disturbed_floor_run():
+    """The run of 2026-12-01: the floor's server was 20.75 ms late at 512 streams, which made ours look 1.25x."""
+    rows = [run("locust-llm", 24.7, late=1.29), run("raw", 19.8, late=20.75)]
+    lines = verdicts(rows)
+    (cpu,) = lines_about(lines, "CPU per token locust-llm / raw")
+    assert cpu.endswith("UNSURE)") and "met" not in cpu.replace("UNSURE", "")
+    assert lines_about(lines, "a raw run left out", "20.75")
+
+
+def test_the_bench_judges_repeats_pair_by_pair():
+    rows = []
+    for ours_us, late in ((8.9, 0.4), (8.1, 0.5), (8.6, 0.45)):
+        rows += [run("locust-llm", ours_us, late=late, itl=0.5), run("raw", 5.3, late=0.4, itl=0.1)]
+    lines = verdicts(rows)
+    (cpu,) = lines_about(lines, "CPU per token locust-llm / raw")
+    assert cpu.endswith("NOT met)") and "1.62 [1.68, 1.53, 1.62]" in cpu
+    (itl,) = lines_about(lines, "itl_p99_err_ms")
+    assert itl.endswith(" met)") and f"+{ITL_P99_GOAL_MS}" in itl  # 0.4 ms above the floor in every pair
+    (ttft,) = lines_about(lines, "ttft_p99_err_ms")
+    assert ttft.endswith(" met)")
+    assert difference("itl_p99_err_ms")(rows[0], rows[1]) == pytest.approx(0.4)
