@@ -27,6 +27,9 @@ __all__ = ["SERVER_LATE_OK_MS", "Verdict", "cpu_ratio", "difference", "disturbed
 SERVER_LATE_OK_MS = 3.0
 """A run whose pacing server was later than this at p99 (ms) was disturbed (module docstring)."""
 
+LEFT_OUT = "a pacing server late, or the two late unalike"
+"""Why a pair was not judged (module docstring)."""
+
 Row = dict[str, Any]
 
 
@@ -46,10 +49,10 @@ class Verdict:
     def text(self, goal: str) -> str:
         """One line's end: the median and every value, the goal and the word, and what was left out."""
         if not self.values:
-            return f"no pair to judge ({self.left_out} left out: pacing server late) (goal {goal}: UNSURE)"
+            return f"no pair to judge ({self.left_out} left out: {LEFT_OUT}) (goal {goal}: UNSURE)"
         shown = ", ".join(f"{v:.2f}" for v in self.values)
         note = " one pair;" if len(self.values) == 1 else ""
-        left = f" {self.left_out} pair(s) left out (pacing server late);" if self.left_out else ""
+        left = f" {self.left_out} pair(s) left out ({LEFT_OUT});" if self.left_out else ""
         return f"{self.median:.2f} [{shown}] (goal {goal}:{note}{left} {self.word})"
 
 
