@@ -23,7 +23,7 @@ import gevent
 import locust
 from locust.env import Environment
 
-from locust_llm import outputs
+from locust_llm import heap, outputs
 from locust_llm.config import RunConfig
 from locust_llm.interrupt import route_sigint_to_main
 from locust_llm.lifecycle import end_run
@@ -107,46 +107,15 @@ def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
         return
 
 
-TEST_GC_THRESHOLD = 50_000
-"""The garbage collector's first threshold while a test runs (:func:`_freeze_heap`), unless one set is higher."""
-
-_saved_threshold: tuple[int, ...] | None = None
-"""The thresholds :func:`_freeze_heap` replaced, for :func:`_unfreeze_heap` to put back."""
-
-
 def _freeze_heap(**_kwargs: Any) -> None:
-    """Collect once, then move every object alive (modules, Locust's runner, the run's config) to the garbage
-    collector's permanent generation (``gc.freeze``) for the test, so that no collection during the test walks
-    them. A full collection walks every tracked object, and the generator reads no token while it runs: before,
-    one such collection of the start-up heap stalled a 512-stream generator for tens of milliseconds (README
-    "Generator cost"). The objects a test makes are collected as before; refcounting frees frozen objects as usual,
-    only cycles among them wait for :func:`_unfreeze_heap`.
-
-    The rule for the youngest generation, while the test runs: it is collected after :data:`TEST_GC_THRESHOLD`
-    more tracked objects were made than freed (not 700), unless a higher threshold, or none (``0``), was set. That
-    count is a net one: a request's objects (its closures, cells, its result) live for the whole stream, so they
-    are freed, as old objects, about as fast as new requests make theirs, and at the default threshold the count
-    reached 700 about once a second at 512 streams; each collection then walked the ten to twenty thousand
-    objects of every stream begun since the last one, 5 to 18 ms without reading a token, about 1 % of the time:
-    as much as a p99 measures. At 50,000 it is reached when that many objects a test made are kept (or left in
-    cycles), so memory held by cyclic garbage stays bounded by it, and a steady test is not collected at all."""
-    global _saved_threshold
-    gc.collect()
-    gc.freeze()
-    threshold = gc.get_threshold()
-    if _saved_threshold is None and 0 < threshold[0] < TEST_GC_THRESHOLD:
-        _saved_threshold = threshold
-        gc.set_threshold(TEST_GC_THRESHOLD, *threshold[1:])
+    """The start of a test: the heap alive then is frozen and the youngest generation collected less often, for
+    the test (:func:`locust_llm.heap.settle`; its docstring has the rules and what they were measured to fix)."""
+    heap.settle()
 
 
 def _unfreeze_heap(**_kwargs: Any) -> None:
-    """The end of a test: what was frozen is collected as usual again (a cycle left among it is freed), with the
-    thresholds :func:`_freeze_heap` replaced."""
-    global _saved_threshold
-    gc.unfreeze()
-    if _saved_threshold is not None:
-        gc.set_threshold(*_saved_threshold)
-        _saved_threshold = None
+    """The end of a test: the collector runs as before it (:func:`locust_llm.heap.unsettle`)."""
+    heap.unsettle()
 
 
 def _on_test_stop(environment: Environment, **_kwargs: Any) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import itertools
 import os
 import resource
@@ -22,6 +23,7 @@ from collections import Counter
 
 from aiohttp import web
 
+from locust_llm import heap
 from locust_llm.shapes.arrivals import parse_arrivals
 from locust_llm.sim.config import SimConfig
 from locust_llm.sim.engine import SeqRequest
@@ -194,6 +196,7 @@ class SimServer:
             "requests_by_status": dict(self.requests_by_status),
             **self.emission.stats(),  # lateness_ms: |written - due| of every token; early_ms (sim/timing.py)
             "cpu_s": usage.ru_utime + usage.ru_stime,
+            "gc": {"threshold": gc.get_threshold()[0], "collections": [g["collections"] for g in gc.get_stats()]},
         }
         return web.json_response(body)
 
@@ -264,6 +267,7 @@ async def serve(
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     os.write(ready_fd, f"locust-llm sim listening on {scheme}://{shown}:{bound}/v1\n".encode())
+    heap.settle()  # no collection stalls the writes of hundreds of streams (locust_llm/heap.py)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

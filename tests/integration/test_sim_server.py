@@ -6,6 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from locust_llm.heap import STEADY_THRESHOLD
 from tests.support.procs import sim
 
 
@@ -94,6 +95,9 @@ def test_models_health_and_stats(base):
     assert status == 200
     assert stats["truth"]["sim-llm"]["saturation_users"] == 4
     assert stats["models"]["sim-llm"]["finished"] >= 1
+    # serving, its start-up heap is frozen and its youngest generation collected rarely (locust_llm/heap.py)
+    assert stats["gc"]["threshold"] == STEADY_THRESHOLD
+    assert len(stats["gc"]["collections"]) == 3 and all(n >= 0 for n in stats["gc"]["collections"])
 
 
 def test_every_token_is_in_the_emission_error_and_none_is_written_far_ahead(base):

@@ -9,7 +9,7 @@ import json
 from locust.env import Environment
 from locust.event import Events
 
-from locust_llm import plugin
+from locust_llm import heap, plugin
 
 
 class Marker:
@@ -51,7 +51,7 @@ def main() -> None:
     events = Events()
     plugin.install(events)
     environment = Environment(events=events)
-    got: dict[str, object] = {"test_threshold": plugin.TEST_GC_THRESHOLD, "threshold_before": gc.get_threshold()[0]}
+    got: dict[str, object] = {"test_threshold": heap.STEADY_THRESHOLD, "threshold_before": gc.get_threshold()[0]}
     before = Marker()
     got["before"] = [tracked(before), gc.get_freeze_count() > 0]
     events.test_start.fire(environment=environment)
