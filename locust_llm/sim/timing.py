@@ -9,12 +9,17 @@ p99 lateness 2.5 ms at 128 streams, 5.9 ms at 512).
 :class:`WriteLead` centres the batch on the due time instead: the replica's alarm (:mod:`.alarm`, a timerfd
 precise to tens of microseconds) rings the expected wake-up delay plus half the batch's expected write time before
 the step ends, so the tokens go out within about ``n * w / 2`` either side of it, with ``n`` the tokens of the
-previous step, ``w`` the measured cost of one write (decayed sums weighted by tokens) and the delay from the
-planned instant to the first write measured too (the alarm's wake-up and the engine's step; it starts at
-``EARLY_NS``, about what a millisecond timer costs). The lead is capped (``MAX_LEAD_NS``) so that a stalled
-process never writes far ahead. Only the wall-clock moment of each write moves: the engine's schedule, and so the
-analytic truth, are untouched, and a stream's place in the batch (the engine's order) is the same every step, so
-its ITL stays exact; its TTFT carries its place's offset, at most half the batch's write time.
+previous step and ``w`` the cost of one write. The lead is capped (``MAX_LEAD_NS``) so that a stalled process
+never writes far ahead. Only the wall-clock moment of each write moves: the engine's schedule, and so the analytic
+truth, are untouched, and a stream's place in the batch (the engine's order) is the same every step, so its ITL
+stays exact; its TTFT carries its place's offset, at most half the batch's write time.
+
+The two estimates are medians over the last :data:`WINDOW` steps that wrote tokens: the delay from the planned
+instant to the first write (the alarm's wake-up and the engine's step; ``EARLY_NS`` before any step, about what a
+millisecond timer costs) and the cost of one write (each step's elapsed time over its writes, weighted by its
+writes, so that a step of two tokens counts as two). A median ignores a step the process was stalled in (preempted,
+or its writes held up by the kernel) while following a lasting change within half the window. A decayed mean did
+not: on a noisy machine one 10 ms stall moved the next steps' lead by 2 ms, and they went out early by as much.
 
 :class:`EmissionError` records ``|written - due|`` for every token (``/sim/stats`` ``lateness_ms``, the figure the
 benches hold to their goals) and, apart, how early the early ones were (``early_ms``): the histograms take no
@@ -23,9 +28,11 @@ negative values, and an early write is as wrong as a late one.
 
 from __future__ import annotations
 
+from collections import deque
+
 from locust_llm.histogram import Histogram
 
-__all__ = ["EARLY_NS", "MAX_LEAD_NS", "EmissionError", "WriteLead"]
+__all__ = ["EARLY_NS", "MAX_LEAD_NS", "WINDOW", "EmissionError", "WriteLead"]
 
 EARLY_NS = 500_000
 """The timer fires this much before a step ends: asyncio's timers wake up to 1 ms late (epoll's millisecond timeout),
@@ -34,6 +41,9 @@ so aiming half a millisecond early centres the wake-up error on zero."""
 MAX_LEAD_NS = 10_000_000
 """No token is written more than this before it is due, whatever the estimate says."""
 
+WINDOW = 15
+"""Steps (that wrote tokens) the estimates are medians over: 0.3 s of 20 ms steps."""
+
 _START_WRITE_NS = 5_000
 """The cost of one write assumed before the first step has been measured."""
 
@@ -41,32 +51,48 @@ _START_WRITE_NS = 5_000
 class WriteLead:
     """How long before a step's end its writes start (module docstring)."""
 
-    __slots__ = ("_written", "_written_ns", "tokens", "wake_ns")
+    __slots__ = ("_costs", "_lead", "_wakes", "tokens")
 
     def __init__(self) -> None:
         self.tokens = 0
         """Tokens the last step wrote: the estimate of the next one's."""
-        self.wake_ns = float(EARLY_NS)
-        """How long after the alarm was asked to ring the first write starts, on average (the wake-up and the
-        engine's step)."""
-        self._written = 1.0  # decayed sums: the cost of one write is their ratio, weighted by tokens, so that a
-        self._written_ns = float(_START_WRITE_NS)  # step of two tokens moves it as little as it says
+        self._wakes: deque[int] = deque(maxlen=WINDOW)
+        self._costs: deque[tuple[float, int]] = deque(maxlen=WINDOW)  # (ns per write, writes) of each step
+        self._lead = EARLY_NS
+
+    @property
+    def wake_ns(self) -> float:
+        """How long after the alarm was asked to ring the first write starts: the median of the window."""
+        if not self._wakes:
+            return float(EARLY_NS)
+        ordered = sorted(self._wakes)
+        middle = len(ordered) // 2
+        return float(ordered[middle]) if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
 
     @property
     def write_ns(self) -> float:
-        """The cost of one write."""
-        return self._written_ns / self._written
+        """The cost of one write: the median of the window's steps, each weighted by its writes."""
+        if not self._costs:
+            return float(_START_WRITE_NS)
+        ordered = sorted(self._costs)
+        half = sum(writes for _, writes in ordered) / 2
+        seen = 0
+        for cost, writes in ordered:
+            seen += writes
+            if seen >= half:
+                return cost
+        return ordered[-1][0]  # unreachable: the weights add up to twice half
 
     def lead_ns(self) -> int:
-        return min(MAX_LEAD_NS, int(self.wake_ns + self.tokens * self.write_ns / 2))
+        return self._lead
 
     def observe(self, tokens: int, start_late_ns: int, elapsed_ns: int) -> None:
         """A step's ``tokens`` writes started ``start_late_ns`` after the planned instant and took ``elapsed_ns``."""
         self.tokens = tokens
         if tokens:
-            self.wake_ns += 0.2 * (max(0, start_late_ns) - self.wake_ns)
-            self._written = 0.8 * self._written + tokens
-            self._written_ns = 0.8 * self._written_ns + elapsed_ns
+            self._wakes.append(max(0, start_late_ns))
+            self._costs.append((elapsed_ns / tokens, tokens))
+        self._lead = min(MAX_LEAD_NS, int(self.wake_ns + tokens * self.write_ns / 2))
 
 
 class EmissionError:

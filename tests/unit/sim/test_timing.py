@@ -1,6 +1,6 @@
 import pytest
 
-from locust_llm.sim.timing import EARLY_NS, MAX_LEAD_NS, EmissionError, WriteLead
+from locust_llm.sim.timing import EARLY_NS, MAX_LEAD_NS, WINDOW, EmissionError, WriteLead
 
 
 def test_before_any_step_the_lead_is_the_timer_jitter_alone():
@@ -52,3 +52,33 @@ def test_early_and_late_writes_both_count_as_error_and_early_ones_apart():
     assert stats["early_ms"] == {"count": 1, "p99": 1.0, "max": 1.0}
     emission.clear()
     assert emission.stats()["lateness_ms"]["count"] == 0
+
+
+def test_one_stalled_step_does_not_move_the_next_steps_lead():
+    lead = WriteLead()
+    for _ in range(30):
+        lead.observe(512, 80_000, 512 * 6_000)
+    steady = lead.lead_ns()
+    lead.observe(512, 10_000_000, 512 * 40_000)  # woken 10 ms late, and its writes held up
+    assert lead.lead_ns() == steady  # a mean would have moved it by milliseconds: the next steps would go out early
+
+
+def test_a_lasting_change_is_followed_within_half_the_window():
+    lead = WriteLead()
+    for _ in range(WINDOW):
+        lead.observe(512, 80_000, 512 * 6_000)
+    for _ in range(WINDOW // 2 + 1):  # the machine got slower: every write costs twice as much from now on
+        assert lead.write_ns == 6_000
+        lead.observe(512, 200_000, 512 * 12_000)
+    assert (lead.write_ns, lead.wake_ns) == (12_000, 200_000)
+    assert lead.lead_ns() == 200_000 + 512 * 12_000 // 2
+
+
+def test_the_write_cost_is_the_median_weighted_by_writes():
+    lead = WriteLead()
+    lead.observe(100, 0, 100 * 5_000)
+    lead.observe(10, 0, 10 * 50_000)
+    lead.observe(10, 0, 10 * 50_000)  # two small slow steps: 20 writes against 100
+    assert lead.write_ns == 5_000
+    lead.observe(100, 0, 100 * 7_000)
+    assert lead.write_ns == 7_000  # half of 220 writes is reached in the 7 us step
