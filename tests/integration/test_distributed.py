@@ -70,7 +70,9 @@ def test_distributed_percentiles_match_the_simulators_truth(runs):
         assert TTFT_MS - 2 <= float(row["ttft_p50_ms"]) <= TTFT_MS + 5, row
         assert TTFT_MS - 2 <= float(row["ttft_p99_ms"]) <= TTFT_MS + 20, row
         assert ITL_MS - 0.6 <= float(row["itl_p50_ms"]) <= ITL_MS + 1.5, row
-        assert ITL_MS - 0.6 <= float(row["itl_p99_ms"]) <= ITL_MS + 8, row
+        # p99 + 15 ms: CI on a 2-core machine running a master, workers, the simulator and pytest once saw +8.6;
+        # batching tokens would show at p50, and a stall as long as the ITL itself still fails here
+        assert ITL_MS - 0.6 <= float(row["itl_p99_ms"]) <= ITL_MS + 15, row
 
 
 def test_percentiles_match_a_single_process_run_of_the_same_load(runs):

@@ -59,7 +59,9 @@ def test_per_step_numbers_match_the_simulator_truth(sweep):
         assert TTFT_MS - 2 <= float(row["ttft_p50_ms"]) <= TTFT_MS + 5, row
         assert TTFT_MS - 2 <= float(row["ttft_p99_ms"]) <= TTFT_MS + 20, row
         assert ITL_MS - 0.6 <= float(row["itl_p50_ms"]) <= ITL_MS + 1.5, row
-        assert ITL_MS - 0.6 <= float(row["itl_p99_ms"]) <= ITL_MS + 8, row
+        # p99 + 15 ms: CI on a 2-core machine running a master, workers, the simulator and pytest once saw +8.6;
+        # batching tokens would show at p50, and a stall as long as the ITL itself still fails here
+        assert ITL_MS - 0.6 <= float(row["itl_p99_ms"]) <= ITL_MS + 15, row
         assert int(row["errors"]) == 0
         assert int(row["completion_tokens"]) == int(row["ok"]) * MAX_TOKENS
     assert "locust-llm per-step results" in proc.stdout

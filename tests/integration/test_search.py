@@ -120,10 +120,10 @@ def test_the_time_budget_ends_the_search_and_says_so(tmp_path):
     assert proc.returncode == 0 and "(incomplete)" in proc.stdout
 
 
-def test_the_web_ui_can_start_a_rate_search_and_shows_its_probes(tmp_path):
-    # constant arrivals at C = 4 slots of 250 ms: no wait below 16 req/s; above it the queue grows without bound
-    capacity_req_s = 4 / (SERVICE_MS / 1000)
-    with web_ui(tmp_path, *FAST, "--sim-args", sim_args(4)) as base:
+def web_ui_rate_search(cwd):
+    """One SLA rate search started from the web UI's form; the run's /llm/steps.json when it has finished."""
+    cwd.mkdir()
+    with web_ui(cwd, *FAST, "--sim-args", sim_args(4)) as base:
         form = {
             "search": "sla",
             "rates": "12",
@@ -132,9 +132,17 @@ def test_the_web_ui_can_start_a_rate_search_and_shows_its_probes(tmp_path):
             "search_precision": "25%",
         }  # 12, 24, 18, 15: four probes
         assert json.loads(fetch(base + "/swarm", form))["success"]
-        data = wait_for(base, "finished", timeout_s=150)
+        return wait_for(base, "finished", timeout_s=150)
+
+
+def test_the_web_ui_can_start_a_rate_search_and_shows_its_probes(tmp_path):
+    # constant arrivals at C = 4 slots of 250 ms: no wait below 16 req/s; above it the queue grows without bound
+    capacity_req_s = 4 / (SERVICE_MS / 1000)
+    data = web_ui_rate_search(tmp_path / "first")
+    if data["search"]["reason"].startswith("not sure"):  # a probe found invalid twice: a disturbed machine (a CI
+        data = web_ui_rate_search(tmp_path / "second")  # run once ended so); the search said so: search again
     search = data["search"]
-    assert search["unit"] == "req/s" and not search["running"] and search["complete"]
+    assert search["unit"] == "req/s" and not search["running"] and search["complete"], search["reason"]
     assert [p["load"] for p in search["probes"]][:2] == [12, 24]
     low, high = search["bracket"]
     assert capacity_req_s * 0.75 <= low <= capacity_req_s and high <= capacity_req_s * 1.25  # within the precision
