@@ -16,10 +16,13 @@ TTFT_MS = 100.0
 
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
-    out = tmp_path_factory.mktemp("rates")
-    proc = run_locust("--headless", "--rates", "8,16,48", "--arrivals", "constant", "--step-duration", "8s",
-                      "--max-tokens", "16", "--max-in-flight", "40", "--seed", "3", "--sim-args", SIM,
-                      "--csv", str(out / "run"), cwd=out)  # fmt: skip
+    for _ in range(2):  # a run the tool found disturbed (a stall of the shared 2-core machine; CI saw a scheduling
+        out = tmp_path_factory.mktemp("rates")  # lag p99 of 12.6 ms once) is run once more
+        proc = run_locust("--headless", "--rates", "8,16,48", "--arrivals", "constant", "--step-duration", "8s",
+                          "--max-tokens", "16", "--max-in-flight", "40", "--seed", "3", "--sim-args", SIM,
+                          "--csv", str(out / "run"), cwd=out)  # fmt: skip
+        if proc.returncode != 3:
+            break
     rows = {float(r["offered_req_s"]): r for r in read_csv(out / "run_llm_steps.csv")}
     return proc, out, rows
 

@@ -127,6 +127,9 @@ def test_the_sdk_user_trusts_the_same_bundle(tls_sim, tmp_path):
     url, ca = tls_sim
     proc = run_locust(*short("4s"), "--host", url, "--ca-bundle", ca, "--csv", str(tmp_path / "run"), cwd=tmp_path,
                       locustfile=ROOT / "locustfile_sdk.py")  # fmt: skip
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    # what is checked is trust, not validity: the SDK user's CPU can make a loaded CI machine's step invalid (exit 3)
+    assert proc.returncode == 0 or (proc.returncode == 3 and "the measurement is invalid" in proc.stdout), (
+        proc.stdout[-2000:] + proc.stderr[-2000:]
+    )
     row = read_csv(tmp_path / "run_llm_steps.csv")[0]
     assert int(row["requests"]) > 0 and int(row["errors"]) == 0
