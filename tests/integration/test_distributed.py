@@ -68,7 +68,7 @@ def test_distributed_percentiles_match_the_simulators_truth(runs):
         row = dist[step]
         # the pacing simulator's truth: TTFT 100 ms, ITL 10 ms (bounds as in test_headless_run)
         assert TTFT_MS - 2 <= float(row["ttft_p50_ms"]) <= TTFT_MS + 5, row
-        assert TTFT_MS - 2 <= float(row["ttft_p99_ms"]) <= TTFT_MS + 20, row
+        assert TTFT_MS - 2 <= float(row["ttft_p99_ms"]) <= TTFT_MS + 40, row  # CI on a loaded machine saw +22.6
         assert ITL_MS - 0.6 <= float(row["itl_p50_ms"]) <= ITL_MS + 1.5, row
         # p99 + 15 ms: CI on a 2-core machine running a master, workers, the simulator and pytest once saw +8.6;
         # batching tokens would show at p50, and a stall as long as the ITL itself still fails here

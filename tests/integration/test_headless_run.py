@@ -57,7 +57,7 @@ def test_per_step_numbers_match_the_simulator_truth(sweep):
         # (measured here: TTFT p50 +0.9, p99 +2.0, ITL p50 +0.2, p99 +0.8 ms). The upper bounds leave room for a
         # busy 2-core CI machine at the 99th percentile.
         assert TTFT_MS - 2 <= float(row["ttft_p50_ms"]) <= TTFT_MS + 5, row
-        assert TTFT_MS - 2 <= float(row["ttft_p99_ms"]) <= TTFT_MS + 20, row
+        assert TTFT_MS - 2 <= float(row["ttft_p99_ms"]) <= TTFT_MS + 40, row  # CI on a loaded machine saw +22.6
         assert ITL_MS - 0.6 <= float(row["itl_p50_ms"]) <= ITL_MS + 1.5, row
         # p99 + 15 ms: CI on a 2-core machine running a master, workers, the simulator and pytest once saw +8.6;
         # batching tokens would show at p50, and a stall as long as the ITL itself still fails here
