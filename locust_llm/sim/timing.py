@@ -29,6 +29,7 @@ negative values, and an early write is as wrong as a late one.
 from __future__ import annotations
 
 from collections import deque
+from statistics import median
 
 from locust_llm.histogram import Histogram
 
@@ -63,11 +64,7 @@ class WriteLead:
     @property
     def wake_ns(self) -> float:
         """How long after the alarm was asked to ring the first write starts: the median of the window."""
-        if not self._wakes:
-            return float(EARLY_NS)
-        ordered = sorted(self._wakes)
-        middle = len(ordered) // 2
-        return float(ordered[middle]) if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+        return float(median(self._wakes)) if self._wakes else float(EARLY_NS)
 
     @property
     def write_ns(self) -> float:
