@@ -29,11 +29,31 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
+# the reasons a step is invalid because the shared 2-core machine stalled the generator, not because of what it ran
+_DISTURBANCE = re.compile(r"(step \d+: )?(generator saturated: |scheduling lag p99 )")
+RERUNS = 2
+
+
+def disturbed(code: int, stdout: str) -> bool:
+    """Whether a run's own verdict is "exit 3, the measurement is invalid" for machine disturbance alone: every
+    reason it names is a saturated generator or a scheduling lag (a stall of the machine), none a lost worker, a
+    too-short step or a failed search, which are what a test may be checking."""
+    verdict = re.search(r"verdict: exit 3, the measurement is invalid: (.*)", stdout)
+    return code == 3 and verdict is not None and all(_DISTURBANCE.match(r) for r in verdict.group(1).split("; "))
+
+
 def run_locust(
     *args: str, cwd: Path, timeout_s: float = 180, env: dict[str, str] | None = None, locustfile: Path = LOCUSTFILE
-):
+) -> subprocess.CompletedProcess[str]:
+    """A Locust run; run again (at most :data:`RERUNS` times) when the tool judged it :func:`disturbed`. The tool was
+    right to refuse the figures, and what the tests check is the figures of an undisturbed run (CI on a shared 2-core
+    machine saw scheduling-lag p99s of 10-13 ms and a 300 ms stall); three disturbed runs in a row still fail."""
     cmd = [sys.executable, "-m", "locust", "-f", str(locustfile), *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, env=env or clean_env())
+    for _ in range(RERUNS + 1):
+        proc = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout_s, env=env or clean_env())
+        if not disturbed(proc.returncode, proc.stdout):
+            break
+    return proc
 
 
 @contextmanager
@@ -87,7 +107,17 @@ def distributed_run(
 ) -> tuple[int, str, str]:
     """A headless master and ``workers`` real worker processes on 127.0.0.1 running ``sweep`` against ``host``, with
     ``--csv tmp_path/run``; optionally SIGKILL the first worker after a while. Returns the master's exit code,
-    stdout and stderr; every process is gone afterwards."""
+    stdout and stderr; every process is gone afterwards. Run again, like :func:`run_locust`, when disturbed."""
+    for _ in range(RERUNS + 1):
+        code, out, err = _distributed_once(tmp_path, host, workers, sweep, kill_worker_after_s)
+        if not disturbed(code, out):
+            break
+    return code, out, err
+
+
+def _distributed_once(
+    tmp_path: Path, host: str, workers: int, sweep: tuple[str, ...], kill_worker_after_s: float | None
+) -> tuple[int, str, str]:
     port = free_port()
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
     master = subprocess.Popen(
