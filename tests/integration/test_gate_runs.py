@@ -23,13 +23,20 @@ def runs(tmp_path_factory):
     return out
 
 
-def compare(baseline, current):
-    return subprocess.run([sys.executable, "-m", "locust_llm.cli", "compare", str(baseline), str(current)],
-                          capture_output=True, text=True, timeout=60)  # fmt: skip
+# Two runs of one simulator on a shared 2-core CI machine (pytest, the simulator and Locust on two cores) differ by
+# that machine's stalls: CI saw ITL p99 rise 16.2 -> 20.0 ms (+23 %) at 16 users and 20.4 -> 25.8 ms at the knee
+# step, where the default minimum rise (2 ms) suits a quiet machine. The simulator is itself up to ~7 ms late at p99
+# on such a machine (README, "Generator cost"), so the same-simulator pair is judged with that as the minimum.
+MACHINE_ITL_NOISE = ("--min-itl-rise-ms", "8")
+
+
+def compare(baseline, current, *thresholds):
+    return subprocess.run([sys.executable, "-m", "locust_llm.cli", "compare", str(baseline), str(current),
+                           *thresholds], capture_output=True, text=True, timeout=60)  # fmt: skip
 
 
 def test_a_third_of_the_kv_cache_gone_is_a_regression(runs):
-    proc = compare(runs["baseline"], runs["kv_cut"])
+    proc = compare(runs["baseline"], runs["kv_cut"], *MACHINE_ITL_NOISE)  # caught by throughput, whatever the noise
     assert proc.returncode == 1, proc.stdout
     regressions = [line for line in proc.stdout.splitlines() if "REGRESSION" in line and "verdict" not in line]
     assert any("peak_output_tok_s" in line for line in regressions), proc.stdout
@@ -40,6 +47,6 @@ def test_a_third_of_the_kv_cache_gone_is_a_regression(runs):
 
 
 def test_the_same_simulator_twice_is_no_regression(runs):
-    proc = compare(runs["baseline"], runs["same"])
+    proc = compare(runs["baseline"], runs["same"], *MACHINE_ITL_NOISE)
     assert proc.returncode == 0, proc.stdout
     assert "verdict: no regression" in proc.stdout
