@@ -89,6 +89,7 @@ def test_bad_requests_get_openai_style_errors(base, body, status, code, param):
 
 
 def test_models_health_and_stats(base):
+    post(base, {**CHAT, "stream": True})  # its own finished request: the test does not rely on the tests before it
     assert get(base, "/v1/models")[1]["data"][0]["id"] == "sim-llm"
     assert get(base, "/health") == (200, {"status": "ok"})
     status, stats = get(base, "/sim/stats")
