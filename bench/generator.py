@@ -12,7 +12,7 @@ lines (bench/raw_client.py, plain HTTP only), on uvloop (``raw``, the physical f
 bench/raw_gevent_client.py: what Locust's event loop alone costs). It prints the goals next to the figures:
 CPU per token <= 1.5x each floor; TTFT p99 error <= the floor's + 1 ms and ITL p99 error <= the floor's + 0.6 ms,
 each judged over the runs paired by repeat: met, NOT met or UNSURE (bench/_verdict.py; a run whose pacing server
-was late is left out).
+was late is left out; a single pair decides only outside one run's noise, so use --repeat 3).
 CPU is read from /proc over the steady window (after the warm-up). With
 ``--tls`` each also runs over HTTPS (the server's certificate from its own CA, trusted with ``--ca-bundle``), so
 the cost of decrypting every token record shows against plain HTTP and against the reference over TLS. With
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _common import PY, ROOT, cores, cpu_s, pinned, start_server, stop, table
-from _verdict import SERVER_LATE_OK_MS, cpu_ratio, difference, disturbed, judge
+from _verdict import SERVER_LATE_OK_MS, always, cpu_ratio, difference, disturbed, judge, near
 
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
 TURNS_GOAL = 1.05
@@ -201,7 +201,7 @@ def verdicts(rows: list[dict]) -> list[str]:
             continue
         if "--turns" in kind:
             single = runs.get(("locust-llm", streams), [])
-            verdict = judge(ours, single, cpu_ratio, lambda r: r <= TURNS_GOAL)
+            verdict = judge(ours, single, cpu_ratio, lambda r: r <= TURNS_GOAL, alone_unsure=near(TURNS_GOAL))
             goal = f"<= {TURNS_GOAL}"
             lines.append(f"{streams:>4} streams: CPU per token {kind} / locust-llm = {verdict.text(goal)}")
             continue
@@ -210,7 +210,7 @@ def verdicts(rows: list[dict]) -> list[str]:
             if not ref:
                 continue
             if base in FLOORS:
-                verdict = judge(ours, ref, cpu_ratio, lambda r: r <= CPU_GOAL)
+                verdict = judge(ours, ref, cpu_ratio, lambda r: r <= CPU_GOAL, alone_unsure=near(CPU_GOAL))
                 lines.append(f"{streams:>4} streams: CPU per token {kind} / {base} = {verdict.text(f'<= {CPU_GOAL}')}")
             else:
                 median = judge(ours, ref, cpu_ratio, lambda r: True).median
@@ -220,7 +220,7 @@ def verdicts(rows: list[dict]) -> list[str]:
         floor = runs.get((floor_name, streams))
         if floor and not kind.endswith("(TLS)"):
             for name, budget in (("ttft_p99_err_ms", TTFT_P99_GOAL_MS), ("itl_p99_err_ms", ITL_P99_GOAL_MS)):
-                verdict = judge(ours, floor, difference(name), lambda d, b=budget: d <= b, budget)
+                verdict = judge(ours, floor, difference(name), lambda d, b=budget: d <= b, budget, always)
                 lines.append(f"{streams:>4} streams: {name} {kind} minus {floor_name} = "
                              f"{verdict.text(f'<= +{budget} ms')}")  # fmt: skip
     return lines

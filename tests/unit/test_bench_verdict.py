@@ -80,3 +80,21 @@ def test_the_bench_judges_repeats_pair_by_pair():
     (ttft,) = lines_about(lines, "ttft_p99_err_ms")
     assert ttft.endswith(" met)")
     assert difference("itl_p99_err_ms")(rows[0], rows[1]) == pytest.approx(0.4)
+
+
+@pytest.mark.parametrize(("ratio", "word"), [(1.15, "met"), (1.48, "UNSURE"), (1.63, "UNSURE"), (1.85, "NOT met")])
+def test_one_pair_decides_a_cpu_goal_only_outside_the_noise_of_one_run(ratio, word):
+    """2026-12-01, the same code at 256 streams, two single runs: 1.48 and 1.63; a band of 20 % of the goal."""
+    lines = verdicts([run("locust-llm", 20.0 * ratio, itl=0.5), run("raw", 20.0, itl=0.1)])
+    (cpu,) = lines_about(lines, "CPU per token locust-llm / raw")
+    assert cpu.endswith(f"one pair; {word})") and f"{ratio:.2f} [{ratio:.2f}]" in cpu
+
+
+@pytest.mark.parametrize("ttft", [0.3, 4.65])  # the same code's two single runs were 0.00 and +4.35 ms over the floor
+def test_one_pair_never_decides_an_accuracy_goal(ttft):
+    lines = verdicts([run("locust-llm", 30.0, ttft=ttft), run("raw", 20.0)])
+    (line,) = lines_about(lines, "ttft_p99_err_ms")
+    assert line.endswith("one pair; UNSURE)")
+    rows = [run("locust-llm", 30.0, ttft=ttft), run("raw", 20.0)] * 2  # two pairs that agree do decide
+    (line,) = lines_about(verdicts(rows), "ttft_p99_err_ms")
+    assert line.endswith(": met)" if ttft < 1 else ": NOT met)")
