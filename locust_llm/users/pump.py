@@ -31,6 +31,14 @@ when the attempt failed. Everything the pump leaves (end of file, a trailing par
 readline loop, so both paths agree byte for byte. The whole-request deadline (a ``gevent.Timeout``)
 and a Locust stop still interrupt the wait; the watcher is stopped on every way out.
 
+**Bytes that have arrived are stamped before a user's own work runs.** When the pump hands back at the end of a
+body, the user is not switched to from inside the read callback: its wake-up is queued (``loop.run_callback``), so it
+runs after the callbacks of every other socket that was ready in the same turn of the loop. A user's work between two
+waits (the recording of its request and the sending of the next; the response head and the pump's start) is a few
+hundred microseconds per request, which would otherwise be added to the stamps of every token already received for
+the streams after it in that turn; at a few hundred streams a turn holds many. :func:`wait_readable`, the wait for a
+response head (:mod:`.wire`), wakes its user the same way.
+
 Only plain sockets are pumped: a TLS socket's readiness says nothing about decrypted bytes (they may sit in the SSL
 object's buffer), so TLS streams take the readline loop.
 """
@@ -47,7 +55,7 @@ from gevent.hub import Waiter, get_hub
 from locust_llm.sse import SSEDecoder, TokenShape, is_content_literal
 from locust_llm.users.chunked import Unchunker
 
-__all__ = ["RECV_BYTES", "Tokens", "pump", "pumpable"]
+__all__ = ["RECV_BYTES", "Tokens", "pump", "pumpable", "wait_readable"]
 
 RECV_BYTES = 65536
 """One ``recv`` takes everything that has arrived (at most this): a token is a few hundred bytes."""
@@ -113,6 +121,7 @@ def pump(
         return
     hub = get_hub()
     waiter = Waiter(hub)
+    defer = hub.loop.run_callback
     watcher = hub.loop.io(sock.fileno(), 1)
     head, tail = _usual(tokens, buffer, decoder, unchunker)
     token_ns = None if tokens is None else tokens.token_ns
@@ -146,7 +155,27 @@ def pump(
             waiter.throw(exc)
             return
         watcher.stop()
-        waiter.switch(None)
+        defer(waiter.switch, None)  # after the other sockets ready now are read (module docstring)
+
+    watcher.start(readable)
+    try:
+        waiter.get()
+    finally:
+        watcher.stop()
+        watcher.close()
+
+
+def wait_readable(sock: Any) -> None:
+    """Sleep until ``sock`` (a plain gevent socket) is readable, woken as the pump hands back: after every socket
+    ready in the same turn of the loop has been read (module docstring)."""
+    hub = get_hub()
+    waiter = Waiter(hub)
+    defer = hub.loop.run_callback
+    watcher = hub.loop.io(sock.fileno(), 1)
+
+    def readable() -> None:
+        watcher.stop()
+        defer(waiter.switch, None)
 
     watcher.start(readable)
     try:

@@ -14,6 +14,10 @@ body's length filled in per request. ``HTTPClient.request`` itself sends the req
 reads those), through a proxy, and with ``Expect``, ``Transfer-Encoding`` or ``Content-Length`` request headers. The
 parser is given everything read (and reads on itself) for a head that does not end in ``\\r\\n\\r\\n`` within
 :data:`HEAD_LIMIT` bytes, or that starts an interim ``1xx`` answer.
+
+While it waits for the head, the user sleeps in :func:`~locust_llm.users.pump.wait_readable`: it is woken after the
+bytes that arrived for other streams in the same turn of the loop are read and stamped (:mod:`.pump`'s rule), not
+in the middle of them.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ import errno
 import weakref
 from typing import Any, NamedTuple
 
+import gevent._socket3
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
+
+from locust_llm.users.pump import wait_readable
 
 __all__ = ["HEAD_LIMIT", "Opened", "header", "is_event_stream", "post"]
 
@@ -131,9 +138,18 @@ def _read_head(sock: Any, pool: Any, block_size: int) -> tuple[bytes, bytes | No
     """Read up to the head's blank line: (head, the bytes after it), or (everything read, ``None``) when the parser
     must judge the head itself (no ``\\r\\n\\r\\n`` end, an interim ``1xx``, the peer closed mid-head)."""
     data = b""
+    plain = type(sock) is gevent._socket3.socket and sock.timeout is None
+    raw = sock._sock if plain else None  # the non-blocking OS socket under the cooperative one
     while True:
         try:
-            more = sock.recv(block_size)
+            if raw is None:
+                more = sock.recv(block_size)
+            else:
+                try:
+                    more = raw.recv(block_size)
+                except BlockingIOError:
+                    wait_readable(sock)  # woken once the bytes already in for other streams are read
+                    continue
         except OSError as exc:
             pool.release_socket(sock)
             if exc.errno == errno.ECONNRESET and not data:

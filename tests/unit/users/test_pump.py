@@ -9,6 +9,7 @@ import random
 from dataclasses import asdict
 
 import gevent
+import gevent.event
 import orjson
 import pytest
 from gevent.server import StreamServer
@@ -346,3 +347,101 @@ def test_the_usual_read_is_taken_in_one_step_and_tokens_after_done_are_ignored(m
         result.outcome is Outcome.OK and result.reply == "Helo" and result.token_ns == [3 * 10**6, 4 * 10**6, 5 * 10**6]
     )
     assert taken == [b'"l"', b'"o"']  # the first token teaches; after [DONE] nothing is tried
+
+
+# -- the order of work in one turn of the event loop ---------------------------------------------------------------
+
+
+class Turn:
+    """Loopback streams whose next bytes the test writes all at once, so that the loop sees them in one turn. The
+    first ``held`` requests get no answer (their sockets are in ``waiting``); the next ``answered`` get the head, the
+    role and one token at once (their sockets are in ``served``). The clock is a counter, so the order of the stamps
+    is exact."""
+
+    def __init__(self, answered: int, held: int = 0):
+        self.clock = iter(range(1, 10**6)).__next__
+        self.answered, self.held = answered, held
+        self.served, self.waiting, self.users, self.resumed, self.firsts = [], [], [], [], []
+        self.started, self.asked, self.finish = gevent.event.Event(), gevent.event.Event(), gevent.event.Event()
+        self.server = StreamServer(("127.0.0.1", 0), self.handle)
+        self.server.start()
+        self.clients = []
+
+    def handle(self, sock, _address):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        if len(self.waiting) < self.held:
+            self.waiting.append(sock)
+            self.asked.set()
+        else:
+            sock.sendall(HEAD + frame(ROLE) + frame(token("a")))
+            self.served.append(sock)
+        self.finish.wait(10)
+
+    def first_token(self):  # called in the pump: its user waits on in it
+        self.firsts.append(1)
+        if len(self.firsts) == self.answered:
+            self.started.set()
+
+    def user(self, http):
+        result = run_stream(http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=10, intended_ns=0,
+                            clock=self.clock, on_first_token=self.first_token)  # fmt: skip
+        self.resumed.append(self.clock())
+        return result
+
+    def spawn(self, n):
+        for _ in range(n):
+            self.clients.append(HTTPClient("127.0.0.1", self.server.server_port, network_timeout=None,
+                                           connection_timeout=5))  # fmt: skip
+            self.users.append(gevent.spawn(self.user, self.clients[-1]))
+
+    def results(self):
+        gevent.joinall(self.users, timeout=10, raise_error=True)
+        return [u.value for u in self.users]
+
+    def close(self):
+        self.finish.set()
+        for http in self.clients:
+            http.close()
+        self.server.stop()
+
+
+REST = frame(token("b")) + frame(USAGE) + frame(DONE) + END
+
+
+def test_tokens_ready_together_are_stamped_before_any_finished_stream_s_user_runs_on():
+    """Five streams whose last bytes (a token, the usage, ``[DONE]``) arrive in one turn of the loop: every one of
+    them is read and stamped before any of their users runs on (a user's own work, its recording and its next
+    request, would otherwise delay the stamps of the bytes already there), whichever order the loop takes them in."""
+    turn = Turn(answered=5)
+    try:
+        turn.spawn(5)
+        assert turn.started.wait(10), "the five streams did not all get their first token"
+        for sock in turn.served:  # the test's greenlet does not yield in between: the loop sees all five at once
+            sock.sendall(REST)
+        results = turn.results()
+    finally:
+        turn.close()
+    assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 5
+    assert min(turn.resumed) > max(r.end_ns for r in results), (turn.resumed, [r.end_ns for r in results])
+
+
+def test_a_head_that_arrives_with_other_streams_tokens_is_read_after_them():
+    """A response head arriving in the same turn as four other streams' last bytes: its user (who then builds the
+    response and starts the pump, stamping the tokens that came with the head) runs after those bytes are stamped,
+    wherever the loop takes its socket."""
+    turn = Turn(answered=4, held=1)
+    try:
+        turn.spawn(1)  # the first connection, held: a loop may well take its socket first
+        assert turn.asked.wait(10), "the held request did not arrive"
+        turn.spawn(4)
+        assert turn.started.wait(10), "the four streams did not all get their first token"
+        writes = [*turn.served[:2], *turn.waiting, *turn.served[2:]]
+        for sock in writes:  # one turn; the head in the middle
+            sock.sendall(HEAD + frame(ROLE) + frame(token("a")) + REST if sock in turn.waiting else REST)
+        results = turn.results()
+    finally:
+        turn.close()
+    assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 5
+    assert results[0].token_ns[0] > max(r.end_ns for r in results[1:]), [r.token_ns for r in results]
