@@ -157,12 +157,7 @@ def pump(
         watcher.stop()
         defer(waiter.switch, None)  # after the other sockets ready now are read (module docstring)
 
-    watcher.start(readable)
-    try:
-        waiter.get()
-    finally:
-        watcher.stop()
-        watcher.close()
+    _sleep(watcher, waiter, readable)
 
 
 def wait_readable(sock: Any) -> None:
@@ -177,6 +172,12 @@ def wait_readable(sock: Any) -> None:
         watcher.stop()
         defer(waiter.switch, None)
 
+    _sleep(watcher, waiter, readable)
+
+
+def _sleep(watcher: Any, waiter: Waiter, readable: Callable[[], None]) -> None:
+    """Sleep in ``waiter`` while the hub runs ``readable`` whenever ``watcher``'s socket is readable; the watcher is
+    stopped and released on every way out (a wake-up, an exception, the deadline, a Locust stop)."""
     watcher.start(readable)
     try:
         waiter.get()
