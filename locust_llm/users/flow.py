@@ -187,7 +187,11 @@ class Flow:
             return greenlet
 
         primary = start(model, intended_ns)
-        gevent.wait([primary, first], timeout=self.config.hedge_after_s, count=1)
+        # against the clock, not the loop's cached time: a wait's timeout counts from the loop's last turn, which
+        # may be milliseconds before now (gevent.sleep updates that time first, gevent.wait does not)
+        deadline = self.clock() + int(self.config.hedge_after_s * 1e9)
+        while not (primary.ready() or first.ready()) and (left := deadline - self.clock()) > 0:
+            gevent.wait([primary, first], timeout=left / 1e9, count=1)
         if primary.ready() or first.ready():
             result: RequestResult = primary.get()
             return result

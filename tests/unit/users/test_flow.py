@@ -185,6 +185,18 @@ def test_a_hedges_lag_is_its_own_and_the_client_latency_counts_from_the_intended
     assert ok and start == ready and client_ms >= 250 * MS  # the 200 ms lag and the 50 ms before the hedge fired
 
 
+def test_the_hedge_never_fires_early_when_the_loop_has_not_turned_for_a_while():
+    send, _ = slow_then_fast({"a": 0.5, "b": 0.0})
+    gevent.sleep(0.001)  # a turn of the loop on a timer: its cached time is now
+    spin_until = time.perf_counter_ns() + 30 * MS  # work without yielding: the loop's cached time falls behind
+    while time.perf_counter_ns() < spin_until:
+        pass
+    start = time.perf_counter_ns()
+    result = flow(send, recorder(), fallbacks=("b",), hedge_after_s=0.05).request("a", [], 8, start)
+    assert result.model == "b"
+    assert result.intended_ns - start >= 50 * MS  # a timeout counted from the loop's stale time fired at ~20 ms
+
+
 def test_a_primary_failing_after_the_hedge_fired_is_recorded_once_and_cools_down():
     send, finished = slow_then_fast({"a": 0.1, "b": 0.2}, fail={"a": (429, 5.0)})
     rec = recorder()
