@@ -80,10 +80,14 @@ def test_percentiles_match_a_single_process_run_of_the_same_load(runs):
     single = by_step(read_csv(runs["single"][3] / "run_llm_steps.csv"))
     assert runs["single"][0] == 0
     for step in (1, 2):
-        for column, truth in (("ttft_p50_ms", TTFT_MS), ("itl_p50_ms", ITL_MS), ("ttft_p90_ms", TTFT_MS)):
+        for column, truth, noise_ms in (("ttft_p50_ms", TTFT_MS, 2.0), ("itl_p50_ms", ITL_MS, 2.0),
+                                        ("ttft_p90_ms", TTFT_MS, 13.0)):  # fmt: skip
             a, b = float(dist[step][column]), float(single[step][column])
-            # same load, same simulator: equal within the histogram's 0.8 % plus a little scheduling noise
-            assert abs(a - b) <= 0.02 * truth + 2.0, (step, column, a, b)
+            # same load, same simulator: equal within the histogram's 0.8 % plus scheduling noise. The p90 of ~80
+            # requests is the 8th slowest, in the tail of that noise, and the distributed run has two more
+            # processes on the same 2 cores: CI once saw 110.0 against 101.8 ms. A share lost or counted twice
+            # fails the count test above, and the unit tests check the histogram merge exactly
+            assert abs(a - b) <= 0.02 * truth + noise_ms, (step, column, a, b)
 
 
 def test_a_killed_worker_marks_its_step_invalid_and_the_run_still_completes(tmp_path):
