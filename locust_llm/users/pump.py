@@ -5,7 +5,7 @@ and a switch back (profiled at 512 streams: about a third of the generator's CPU
 instead registers one libev read watcher for the response's socket and does the work in its callback, which the hub
 runs in place when the socket is readable, like an asyncio ``Protocol.data_received``:
 
-1. one non-blocking ``recv`` of what has arrived, stamped with ``clock()`` right after it;
+1. one non-blocking ``recv`` of what has arrived, stamped with the start of the loop's turn (below);
 2. the usual read of a stream whose token shape is learned (:class:`~locust_llm.sse.TokenShape`) is taken in one
    step, with no call into the decoder or ``on_data``: one whole chunk, ``<hex size>\\r\\n``, holding one event of
    one line, ``data: <prefix><literal><suffix>\\n\\n``, then ``\\r\\n``, where the literal is a non-empty JSON string
@@ -39,12 +39,24 @@ hundred microseconds per request, which would otherwise be added to the stamps o
 the streams after it in that turn; at a few hundred streams a turn holds many. :func:`wait_readable`, the wait for a
 response head (:mod:`.wire`), wakes its user the same way.
 
+**A read is stamped with the moment the loop's poll returned**, not with the moment its callback ran. Every socket
+whose callback runs in a turn of the loop was readable when the poll returned, so its bytes had arrived by then;
+the callbacks then run one after another (at a few hundred streams a lock-step server makes many ready at once, each
+read costing tens of microseconds), after whatever else the turn holds: a timer's greenlet, such as an open-loop
+arrival sending its request. Stamped when its callback ran, the last read of a turn was late by all of that. A
+check watcher of the highest priority, which libev runs first in every turn after the poll, stores ``clock()``
+(:func:`_turn`) and the read callbacks of that turn use it. Bytes that arrive on a ready socket after the poll
+returned and are taken by the same ``recv`` get that earlier stamp, early by at most the turn's length; this changes
+no gap of a stream that sends a token at a time, since one ``recv`` gives all its events one stamp either way. With a
+clock other than ``time.perf_counter_ns`` (the tests' scripted clocks), each read calls the clock instead.
+
 Only plain sockets are pumped: a TLS socket's readiness says nothing about decrypted bytes (they may sit in the SSL
 object's buffer), so TLS streams take the readline loop.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -119,6 +131,7 @@ def pump(
     now = clock()
     if _events(buffer, decoder, on_data, now) or (body and take(body, now)) or response.message_complete:
         return
+    turn = _turn(clock)
     hub = get_hub()
     waiter = Waiter(hub)
     defer = hub.loop.run_callback
@@ -131,7 +144,7 @@ def pump(
         nonlocal head, tail
         try:
             data = recv(RECV_BYTES)
-            now = clock()
+            now = clock() if turn is None else turn[0]
             if head:  # the usual read (step 2): <hex>\r\n, head, a non-empty JSON string literal, tail
                 i = data.find(b"\r", 1, 18)
                 n = len(data)
@@ -173,6 +186,28 @@ def wait_readable(sock: Any) -> None:
         defer(waiter.switch, None)
 
     _sleep(watcher, waiter, readable)
+
+
+def _turn(clock: Callable[[], int]) -> list[int] | None:
+    """A one-item list that holds ``clock()`` taken at the start of the current turn of this thread's loop (module
+    docstring), by a check watcher of the highest priority started on first use and kept for the loop's life (it does
+    not keep the loop running); ``None`` when ``clock`` is not ``time.perf_counter_ns``."""
+    if clock is not time.perf_counter_ns:
+        return None
+    hub = get_hub()
+    loop = hub.loop
+    kept = getattr(hub, "_locust_llm_turn", None)
+    if kept is not None and kept[0] is loop:
+        return kept[1]  # type: ignore[no-any-return]
+    cell = [clock()]
+
+    def tick() -> None:
+        cell[0] = clock()
+
+    watcher = loop.check(ref=False, priority=loop.MAXPRI)
+    watcher.start(tick)
+    hub._locust_llm_turn = (loop, cell, watcher)
+    return cell
 
 
 def _sleep(watcher: Any, waiter: Waiter, readable: Callable[[], None]) -> None:

@@ -5,7 +5,10 @@ clock both readers use to that piece's scripted time, so a sample is exact: the 
 event. Each scenario runs through both readers and must give the same result, field for field.
 """
 
+import fcntl
 import random
+import termios
+import time
 from dataclasses import asdict
 
 import gevent
@@ -356,10 +359,10 @@ class Turn:
     """Loopback streams whose next bytes the test writes all at once, so that the loop sees them in one turn. The
     first ``held`` requests get no answer (their sockets are in ``waiting``); the next ``answered`` get the head, the
     role and one token at once (their sockets are in ``served``). The clock is a counter, so the order of the stamps
-    is exact."""
+    is exact (unless the test gives the real one)."""
 
-    def __init__(self, answered: int, held: int = 0):
-        self.clock = iter(range(1, 10**6)).__next__
+    def __init__(self, answered: int, held: int = 0, clock=None):
+        self.clock = clock or iter(range(1, 10**6)).__next__
         self.answered, self.held = answered, held
         self.served, self.waiting, self.users, self.resumed, self.firsts = [], [], [], [], []
         self.started, self.asked, self.finish = gevent.event.Event(), gevent.event.Event(), gevent.event.Event()
@@ -445,3 +448,47 @@ def test_a_head_that_arrives_with_other_streams_tokens_is_read_after_them():
         turn.close()
     assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 5
     assert results[0].token_ns[0] > max(r.end_ns for r in results[1:]), [r.token_ns for r in results]
+
+
+def delivered(socks, within_s=10.0):
+    """Wait, without yielding to the loop, until every byte written to ``socks`` is in its peer's receive queue (the
+    send queue's unacknowledged bytes, ``SIOCOUTQ``, are none: on loopback the peer has them), so that the loop's
+    next poll sees them all."""
+    deadline = time.monotonic() + within_s
+    for sock in socks:
+        while True:
+            left = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
+            if int.from_bytes(left, "little") == 0:
+                break
+            assert time.monotonic() < deadline, "loopback did not deliver"
+
+
+def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_each_was_read():
+    """Five streams' next token ready at one poll, and a timer's greenlet due in the same turn (as an open-loop
+    arrival sending its request is) that works for 20 ms: with the real clock, every read of that turn is stamped
+    with the turn's start, taken after the poll and before the timer's work. Stamped as each callback ran, they
+    would differ and all come after the timer's work (libev runs a turn's timers before its reads)."""
+    turn = Turn(answered=5, clock=time.perf_counter_ns)
+    worked = []
+
+    def work():
+        worked.append(time.perf_counter_ns())
+        until = worked[0] + 20_000_000
+        while time.perf_counter_ns() < until:
+            pass
+
+    try:
+        turn.spawn(5)
+        assert turn.started.wait(10), "the five streams did not all get their first token"
+        for sock in turn.served:
+            sock.sendall(REST)
+        delivered(turn.served)
+        wrote = time.perf_counter_ns()
+        gevent.spawn_later(0, work)
+        results = turn.results()
+    finally:
+        turn.close()
+    assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 5
+    stamps = {r.token_ns[1] for r in results}
+    assert len(stamps) == 1, sorted(stamps)
+    assert wrote < stamps.pop() < worked[0]
