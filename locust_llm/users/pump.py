@@ -46,9 +46,9 @@ read costing tens of microseconds), after whatever else the turn holds: a timer'
 arrival sending its request. Stamped when its callback ran, the last read of a turn was late by all of that. A
 check watcher of the highest priority, which libev runs first in every turn after the poll, stores ``clock()``
 (:func:`_turn`) and the read callbacks of that turn use it. Bytes that arrive on a ready socket after the poll
-returned and are taken by the same ``recv`` get that earlier stamp, early by at most the turn's length; this changes
-no gap of a stream that sends a token at a time, since one ``recv`` gives all its events one stamp either way. With a
-clock other than ``time.perf_counter_ns`` (the tests' scripted clocks), each read calls the clock instead.
+returned and are taken by the same ``recv`` get that earlier stamp, early by at most the turn's length (the events of
+one ``recv`` share one stamp under either rule). With a clock other than ``time.perf_counter_ns`` (the tests'
+scripted clocks), each read calls the clock instead.
 
 Only plain sockets are pumped: a TLS socket's readiness says nothing about decrypted bytes (they may sit in the SSL
 object's buffer), so TLS streams take the readline loop.

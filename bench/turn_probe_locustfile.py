@@ -1,0 +1,56 @@
+"""The project's users, with a probe on the pump's turn stamp, for bench/turn_lag.py (not for load tests).
+
+Each pumped read is stamped with the start of its turn of the event loop (``locust_llm.users.pump``); this probe
+notes, at each read, how long after that start the read ran: what its stamp would have been late by had it been
+stamped when its callback ran. Reads in the first ``TURN_PROBE_SKIP_S`` seconds (start-up and warm-up) are left
+out. At the end of the test it writes the sorted delays (ns) as JSON to ``TURN_PROBE_OUT``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from locust import events
+
+import locust_llm.users.pump as pump_module
+from locustfile import *  # noqa: F403  the project's user classes
+
+_turn = pump_module._turn
+_delays: list[int] = []
+_from_ns = time.perf_counter_ns() + int(float(os.environ.get("TURN_PROBE_SKIP_S", "10")) * 1e9)
+
+
+class _Probe:
+    """Stands for the turn's one-item list: reading it notes how long after the turn's start the read runs."""
+
+    __slots__ = ("cell",)
+
+    def __init__(self, cell: list[int]) -> None:
+        self.cell = cell
+
+    def __getitem__(self, index: int) -> int:
+        start = self.cell[index]
+        now = time.perf_counter_ns()
+        if now > _from_ns:
+            _delays.append(now - start)
+        return start
+
+
+def _probed_turn(clock: Any) -> Any:
+    cell = _turn(clock)
+    return None if cell is None else _Probe(cell)
+
+
+pump_module._turn = _probed_turn
+
+
+@events.quitting.add_listener
+def _write(**_kwargs: Any) -> None:
+    Path(os.environ["TURN_PROBE_OUT"]).write_text(json.dumps(sorted(_delays)))
