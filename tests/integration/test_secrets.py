@@ -5,7 +5,7 @@ import subprocess
 import sys
 import urllib.request
 
-from tests.support.procs import ROOT, clean_env, free_port, server
+from tests.support.procs import ROOT, clean_env, disturbed, free_port, server
 
 KEY, HEADER_SECRET = "sk-test-MASTER-ONLY-123456", "hk-SECRET-HEADER-98765"
 
@@ -38,7 +38,9 @@ def test_the_spawn_message_carries_no_secret_and_the_worker_still_authenticates(
                     p.kill()
         with urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/seen", timeout=10) as resp:
             seen = json.load(resp)
-    assert master.returncode == 0, err[-3000:]
+    # what is checked here is what was sent, written and logged: a run whose figures the tool refused because this
+    # shared machine stalled it (exit 3: a saturated generator or a scheduling lag) sent, wrote and logged it all
+    assert master.returncode == 0 or disturbed(master.returncode, out), out[-2000:] + err[-3000:]
     probes = {p.name: json.loads(p.read_text()) for p in tmp_path.glob("options-*.json")}
     worker_options = probes[f"options-{worker.pid}.json"]
     assert KEY not in json.dumps(worker_options) and HEADER_SECRET not in json.dumps(worker_options)
