@@ -12,7 +12,7 @@ import pytest
 
 from tests.integration.test_report_browser import chromium
 from tests.integration.test_web_ui import fetch, steps_json, wait_for, web_ui
-from tests.support.procs import ROOT, clean_env, free_port
+from tests.support.procs import ROOT, clean_env, disturbance_only, free_port
 
 DOCS = ROOT / "docs"
 UPDATE_DOCS = bool(os.environ.get("LOCUST_LLM_UPDATE_DOCS"))  # refresh README's screenshots from this real run
@@ -109,4 +109,9 @@ def test_a_master_with_two_workers_shows_the_merged_rows(tmp_path):
                 w.terminate()
                 w.wait(30)
     assert [r["users"] for r in data["rows"]] == [2, 4]
-    assert all(r["workers"] == 2 and r["requests"] > 5 and r["valid"] for r in data["rows"]), data["rows"]
+    assert all(r["workers"] == 2 and r["requests"] > 5 for r in data["rows"]), data["rows"]
+    # a step the tool refused because this shared machine stalled a process (CI once, in this 6 s distributed run) is
+    # the verdict working; any other reason fails
+    assert all(r["valid"] or disturbance_only(r["invalid_reasons"]) for r in data["rows"]), [
+        r["invalid_reasons"] for r in data["rows"]
+    ]

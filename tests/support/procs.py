@@ -39,7 +39,13 @@ def disturbed(code: int, stdout: str) -> bool:
     reason it names is a saturated generator or a scheduling lag (a stall of the machine), none a lost worker, a
     too-short step or a failed search, which are what a test may be checking."""
     verdict = re.search(r"verdict: exit 3, the measurement is invalid: (.*)", stdout)
-    return code == 3 and verdict is not None and all(_DISTURBANCE.match(r) for r in verdict.group(1).split("; "))
+    return code == 3 and verdict is not None and disturbance_only(verdict.group(1))
+
+
+def disturbance_only(reasons: str) -> bool:
+    """Whether ``reasons`` (joined by ``"; "``, as in a step row's ``invalid_reasons``) are all a stall of the machine
+    (a saturated generator, a scheduling lag), and there is at least one."""
+    return bool(reasons) and all(_DISTURBANCE.match(r) for r in reasons.split("; "))
 
 
 def run_locust(
