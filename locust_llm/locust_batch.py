@@ -15,6 +15,7 @@ so a Locust upgrade that changes ``StatsEntry.log`` or the runner's listener fai
 
 from __future__ import annotations
 
+import sys
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
@@ -25,6 +26,10 @@ from locust.stats import RequestStats
 __all__ = ["RUNNER_LISTENER", "log_gaps", "log_one", "sole_runner_listener"]
 
 _LOCUST_BUCKET = locust_stats.bucket_response_time
+
+_SUM_IN_ORDER = sys.version_info < (3, 12)
+"""``sum()`` of floats adds them one by one, in order, in a C double before Python 3.12 (bit for bit what Locust's
+``total_response_time += t`` per event gives); from 3.12 on it compensates rounding, so the sum is then a loop."""
 
 RUNNER_LISTENER = "Runner.__init__.<locals>.on_request"
 """The qualified name of the listener every Locust runner adds to ``events.request`` (it logs into its stats)."""
@@ -57,10 +62,9 @@ def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Seq
     first, rest = response_times_ms[0], response_times_ms[1:]
     low, high = (min(rest), max(rest)) if rest else (first, first)
     bucket = locust_stats.bucket_response_time  # looked up each time: Locust lets a run replace it
-    if bucket is _LOCUST_BUCKET:  # Locust's own rounding, inlined for the usual < 100 ms gaps (equal, tested)
-        rounded = Counter([round(value) if value < 100 else bucket(value) for value in rest])
-    else:
-        rounded = Counter([bucket(value) for value in rest])
+    if bucket is _LOCUST_BUCKET and high < 100:  # Locust's own rounding below 100 ms is round() (equal, tested)
+        bucket = round
+    rounded = Counter(map(bucket, rest))
     entries: tuple[Any, ...] = (stats.total, stats.entries[(name, method)])  # Locust types times as int; they are
     for entry in entries:  # floats in practice (every response time Locust users report)
         entry.log(first, 0)  # the per-second cache and the request timestamp, as Locust does them
@@ -68,10 +72,13 @@ def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Seq
             continue
         entry.num_requests += len(rest)
         entry.num_reqs_per_sec[int(entry.last_request_timestamp)] += len(rest)
-        total = entry.total_response_time
-        for value in rest:  # one by one, in order: the float sum is bit for bit Locust's
-            total += value
-        entry.total_response_time = total
+        if _SUM_IN_ORDER:
+            entry.total_response_time = sum(rest, entry.total_response_time)
+        else:
+            total = entry.total_response_time
+            for value in rest:
+                total += value
+            entry.total_response_time = total
         entry.min_response_time = min(entry.min_response_time, low)
         entry.max_response_time = max(entry.max_response_time, high)
         buckets = entry.response_times

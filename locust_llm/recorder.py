@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from itertools import pairwise
+from itertools import repeat
+from operator import sub, truediv
 from typing import Any
 
 from locust_llm.collect.collector import Collector
@@ -94,7 +95,7 @@ class Recorder:
                                      exception=error, context={})  # fmt: skip
 
     def _itl(self, direct: Any, model: str, token_ns: list[int]) -> None:
-        gaps_ms = [(later - earlier) / 1e6 for earlier, later in pairwise(token_ns)]
+        gaps_ms = list(map(truediv, map(sub, token_ns[1:], token_ns), repeat(1e6)))  # (later - earlier) / 1e6
         if direct is not None:
             log_gaps(direct, "ITL", model, gaps_ms)
             return
