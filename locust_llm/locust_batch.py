@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import sys
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import locust.stats as locust_stats
@@ -61,7 +61,7 @@ def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Seq
         return
     first, rest = response_times_ms[0], response_times_ms[1:]
     low, high = (min(rest), max(rest)) if rest else (first, first)
-    bucket = locust_stats.bucket_response_time  # looked up each time: Locust lets a run replace it
+    bucket: Callable[[float], int] = locust_stats.bucket_response_time  # looked up each time: a run may replace it
     if bucket is _LOCUST_BUCKET and high < 100:  # Locust's own rounding below 100 ms is round() (equal, tested)
         bucket = round
     rounded = Counter(map(bucket, rest))
