@@ -45,7 +45,7 @@ the callbacks then run one after another (at a few hundred streams a lock-step s
 read costing tens of microseconds), after whatever else the turn holds: a timer's greenlet, such as an open-loop
 arrival sending its request. Stamped when its callback ran, the last read of a turn was late by all of that. A
 check watcher of the highest priority, which libev runs first in every turn after the poll, stores ``clock()``
-(:func:`_turn`) and the read callbacks of that turn use it. Bytes that arrive on a ready socket after the poll
+(:func:`turn_cell`) and the read callbacks of that turn use it. Bytes that arrive on a ready socket after the poll
 returned and are taken by the same ``recv`` get that earlier stamp, early by at most the turn's length (the events of
 one ``recv`` share one stamp under either rule). With a clock other than ``time.perf_counter_ns`` (the tests'
 scripted clocks), each read calls the clock instead.
@@ -67,7 +67,7 @@ from gevent.hub import Waiter, get_hub
 from locust_llm.sse import SSEDecoder, TokenShape, is_content_literal
 from locust_llm.users.chunked import Unchunker
 
-__all__ = ["RECV_BYTES", "Tokens", "pump", "pumpable", "wait_readable"]
+__all__ = ["RECV_BYTES", "Tokens", "pump", "pumpable", "turn_cell", "wait_readable"]
 
 RECV_BYTES = 65536
 """One ``recv`` takes everything that has arrived (at most this): a token is a few hundred bytes."""
@@ -131,7 +131,7 @@ def pump(
     now = clock()
     if _events(buffer, decoder, on_data, now) or (body and take(body, now)) or response.message_complete:
         return
-    turn = _turn(clock)
+    turn = turn_cell(clock)
     hub = get_hub()
     waiter = Waiter(hub)
     defer = hub.loop.run_callback
@@ -188,10 +188,11 @@ def wait_readable(sock: Any) -> None:
     _sleep(watcher, waiter, readable)
 
 
-def _turn(clock: Callable[[], int]) -> list[int] | None:
-    """A one-item list that holds ``clock()`` taken at the start of the current turn of this thread's loop (module
-    docstring), by a check watcher of the highest priority started on first use and kept for the loop's life (it does
-    not keep the loop running); ``None`` when ``clock`` is not ``time.perf_counter_ns``."""
+def turn_cell(clock: Callable[[], int]) -> list[int] | None:
+    """``[start, count]``: ``clock()`` taken at the start of the current turn of this thread's loop (module docstring)
+    and how many turns it has begun, kept by a check watcher of the highest priority started on first use and kept for
+    the loop's life (it does not keep the loop running); ``None`` when ``clock`` is not ``time.perf_counter_ns``. A
+    greenlet that reads ``count`` before and after a call knows whether the loop turned (it yielded) in between."""
     if clock is not time.perf_counter_ns:
         return None
     hub = get_hub()
@@ -199,10 +200,11 @@ def _turn(clock: Callable[[], int]) -> list[int] | None:
     kept = getattr(hub, "_locust_llm_turn", None)
     if kept is not None and kept[0] is loop:
         return kept[1]  # type: ignore[no-any-return]
-    cell = [clock()]
+    cell = [clock(), 0]
 
     def tick() -> None:
         cell[0] = clock()
+        cell[1] += 1
 
     watcher = loop.check(ref=False, priority=loop.MAXPRI)
     watcher.start(tick)

@@ -2,8 +2,10 @@
 
 The body is read line by line as bytes arrive (Locust's ``iter_lines``/``iter_content`` read 1 KiB blocks and batch
 tokens; see DESIGN.md "Hot path"): over plain HTTP in the event loop's read callback (:mod:`.pump`, no greenlet switch
-per token), over TLS and for whatever the pump hands back with ``readline(b"\\n")``. Each SSE event is stamped with
-``time.perf_counter_ns()`` when the bytes of its terminating blank line have been received. Failures are classified
+per token), over TLS and for whatever the pump hands back line by line, as ``readline(b"\\n")`` cuts them. Each SSE
+event is stamped with ``time.perf_counter_ns()`` when the bytes of its terminating blank line have been received: by
+the pump, with the start of the loop's turn in which they were read; over TLS, with the start of the turn in which
+the greenlet that read them was woken when it had waited for them (:func:`_lines`). Failures are classified
 (:class:`~locust_llm.metrics.Outcome`) with a readable message from which secrets are removed.
 """
 
@@ -11,7 +13,7 @@ from __future__ import annotations
 
 import errno
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from typing import Any
 
@@ -28,7 +30,7 @@ from locust_llm.sse import (
     reply_text,
 )
 from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
-from locust_llm.users.pump import Tokens, pump, pumpable
+from locust_llm.users.pump import Tokens, pump, pumpable, turn_cell
 from locust_llm.users.wire import header, is_event_stream, post
 
 __all__ = ["run_stream"]
@@ -107,7 +109,6 @@ def _read_events(
     :mod:`.wire`)."""
     result = attempt.result
     decoder = SSEDecoder()
-    readline = response.readline
     feed_line = decoder.feed_line
     tokens = Tokens(TokenShape(), result.token_ns, attempt.reply_slices)  # the shape: learned from the first token
     shape, token_ns, slices = tokens.shape, tokens.token_ns, tokens.slices
@@ -136,12 +137,9 @@ def _read_events(
             return
     elif unparsed:
         response.feed(unparsed)
-    while True:
-        line = readline(b"\n")
-        if not line:
-            break
+    for line, now in _lines(response, clock):
         event = feed_line(line)
-        if event is not None and on_data(event.data, clock()):
+        if event is not None and on_data(event.data, clock() if now is None else now):
             return
     if not tokens.done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
         for event in decoder.feed(_leftover(response)) + decoder.finish():
@@ -152,6 +150,39 @@ def _read_events(
     attempt.check_not_empty()
     if result.token_ns and not tokens.done:
         result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{progress(result)}")
+
+
+def _lines(response: Any, clock: Clock) -> Iterator[tuple[bytes, int | None]]:
+    """The body's lines, as ``response.readline(b"\\n")`` returns them, each with its stamp (module docstring): with
+    the real clock, the stamp of the read that brought its last byte. A read during which the loop turned (the greenlet
+    waited for the socket) is stamped with the start of the turn it was woken in: its bytes were readable when that
+    turn's poll returned, and the greenlets woken before it in the turn (each decrypting, and maybe recording a request
+    and sending the next) are not added. A read that did not wait, and the lines already buffered, are stamped when it
+    returned. With another clock (the tests' scripted ones) the stamp is ``None``: the caller takes ``clock()`` for each
+    event when it is decoded, as before."""
+    turn = turn_cell(clock)
+    if turn is None:
+        readline = response.readline
+        while line := readline(b"\n"):
+            yield line, None
+        return
+    buffer = response._body_buffer
+    stamp = clock()
+    while True:
+        end = buffer.find(b"\n") + 1
+        if end:
+            line = bytes(buffer[:end])
+            del buffer[:end]
+            yield line, stamp
+        elif response.message_complete:
+            return
+        else:
+            sock = response._sock
+            if sock is None:
+                raise HTTPConnectionClosed("connection closed.")
+            turns = turn[1]
+            response.feed(sock.recv(response.block_size))
+            stamp = clock() if turn[1] == turns else turn[0]
 
 
 def _leftover(response: Any) -> bytes:

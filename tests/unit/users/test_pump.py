@@ -13,6 +13,7 @@ from dataclasses import asdict
 
 import gevent
 import gevent.event
+import gevent.ssl
 import orjson
 import pytest
 from gevent.server import StreamServer
@@ -20,6 +21,7 @@ from geventhttpclient import HTTPClient
 
 import locust_llm.users.stream as stream_module
 from locust_llm.metrics import Outcome
+from locust_llm.sim.certs import make_certificates
 from locust_llm.users.stream import run_stream
 from locust_llm.users.wire import Opened
 
@@ -361,12 +363,20 @@ class Turn:
     role and one token at once (their sockets are in ``served``). The clock is a counter, so the order of the stamps
     is exact (unless the test gives the real one)."""
 
-    def __init__(self, answered: int, held: int = 0, clock=None):
+    def __init__(self, answered: int, held: int = 0, clock=None, certs=None):
         self.clock = clock or iter(range(1, 10**6)).__next__
         self.answered, self.held = answered, held
         self.served, self.waiting, self.users, self.resumed, self.firsts = [], [], [], [], []
         self.started, self.asked, self.finish = gevent.event.Event(), gevent.event.Event(), gevent.event.Event()
-        self.server = StreamServer(("127.0.0.1", 0), self.handle)
+        tls, self.client_tls = {}, {}
+        if certs is not None:  # HTTPS with gevent's own contexts (this process is not monkey-patched)
+            server = gevent.ssl.SSLContext(gevent.ssl.PROTOCOL_TLS_SERVER)
+            server.load_cert_chain(certs.cert_path, certs.key_path)
+            client = gevent.ssl.SSLContext(gevent.ssl.PROTOCOL_TLS_CLIENT)
+            client.load_verify_locations(certs.ca_path)
+            tls = {"ssl_context": server}
+            self.client_tls = {"ssl": True, "ssl_context_factory": lambda *_a, **_k: client}
+        self.server = StreamServer(("127.0.0.1", 0), self.handle, **tls)
         self.server.start()
         self.clients = []
 
@@ -396,7 +406,7 @@ class Turn:
     def spawn(self, n):
         for _ in range(n):
             self.clients.append(HTTPClient("127.0.0.1", self.server.server_port, network_timeout=None,
-                                           connection_timeout=5))  # fmt: skip
+                                           connection_timeout=5, **self.client_tls))  # fmt: skip
             self.users.append(gevent.spawn(self.user, self.clients[-1]))
 
     def results(self):
@@ -463,12 +473,16 @@ def delivered(socks, within_s=10.0):
             assert time.monotonic() < deadline, "loopback did not deliver"
 
 
-def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_each_was_read():
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_each_was_read(scheme, tmp_path):
     """Five streams' next token ready at one poll, and a timer's greenlet due in the same turn (as an open-loop
     arrival sending its request is) that works for 20 ms: with the real clock, every read of that turn is stamped
     with the turn's start, taken after the poll and before the timer's work. Stamped as each callback ran, they
-    would differ and all come after the timer's work (libev runs a turn's timers before its reads)."""
-    turn = Turn(answered=5, clock=time.perf_counter_ns)
+    would differ and all come after the timer's work (libev runs a turn's timers before its reads). Over HTTPS each
+    stream's greenlet, woken in that turn from its wait for the socket, reads and stamps its own bytes, one after
+    the other: the same rule (``users/stream.py`` ``_lines``)."""
+    certs = make_certificates(str(tmp_path)) if scheme == "https" else None
+    turn = Turn(answered=5, clock=time.perf_counter_ns, certs=certs)
     worked = []
 
     def work():
@@ -492,3 +506,25 @@ def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_eac
     stamps = {r.token_ns[1] for r in results}
     assert len(stamps) == 1, sorted(stamps)
     assert wrote < stamps.pop() < worked[0]
+
+
+def test_an_https_read_that_did_not_wait_is_stamped_when_it_returned_not_with_its_turn_s_start(tmp_path):
+    """Over HTTPS a stream's greenlet, woken in a turn, reads on without yielding while it has bytes: bytes that
+    arrived after that turn's start (here written by its own first-token callback) are stamped when their read
+    returned, never with the turn's start, which came before they were sent."""
+    turn = Turn(answered=1, clock=time.perf_counter_ns, certs=make_certificates(str(tmp_path)))
+    wrote = []
+
+    def first_token():  # in the reading greenlet, after the turn it was woken in began
+        turn.served[0].sendall(REST)
+        delivered(turn.served)
+        wrote.append(time.perf_counter_ns())
+
+    turn.first_token = first_token
+    try:
+        turn.spawn(1)
+        (result,) = turn.results()
+    finally:
+        turn.close()
+    assert result.outcome is Outcome.OK and len(result.token_ns) == 2
+    assert result.token_ns[1] > wrote[0], (result.token_ns, wrote)

@@ -10,6 +10,9 @@ from locust_llm.users.stream import run_stream
 
 
 class FakeResponse:
+    """A response whose body is ``lines``, one per read: by ``readline`` (scripted clocks) or, as the real clock's loop
+    reads it, by its socket's ``recv`` into ``feed`` (an exception is raised, a callable called, by either)."""
+
     def __init__(self, status=200, headers=None, lines=(), body=b""):
         self.status_code = status
         self.status_message = {200: "OK", 401: "Unauthorized", 429: "Too Many Requests"}.get(status, "")
@@ -17,12 +20,19 @@ class FakeResponse:
         self.lines = list(lines)
         self.body = body
         self.released = False
+        self._body_buffer = bytearray()
+        self.message_complete = False
+        self.block_size = 65536
+        self._sock = self
 
     def get(self, name):
         return self.headers.get(name.lower())
 
     def readline(self, sep):
         assert sep == b"\n"
+        return self.recv(self.block_size)
+
+    def recv(self, _size):
         if not self.lines:
             return b""
         item = self.lines.pop(0)
@@ -31,6 +41,10 @@ class FakeResponse:
         if callable(item):
             return item()
         return item
+
+    def feed(self, data):
+        self.message_complete = self.message_complete or not data
+        self._body_buffer.extend(data)
 
     def read(self, n):
         return self.body[:n]
