@@ -1,6 +1,6 @@
 """What stamping a read with its turn's start saves: how late each stamp was when reads were stamped as they ran.
 
-    python bench/turn_lag.py [--streams 128,256,512] [--seconds 25]
+    python bench/turn_lag.py [--streams 128,256,512] [--seconds 25] [--tls]
 
 A pacing server (TTFT 200 ms, ITL 20 ms, every stream's token due at one instant, as a batching server's decode step
 makes them) runs on one core and ``ChatStreamUser`` with full recording on the other. Every pumped read is stamped
@@ -10,6 +10,10 @@ the stamp of each token would have been late by had it been stamped when its cal
 reads in the same run: the reads before it in the turn, and any timer's greenlet due in the turn. The table gives
 its percentiles over the steady window; the lateness it removes added to a TTFT or ITL p99 error wherever a
 token's read sat late in a long turn.
+
+With ``--tls`` the server speaks HTTPS (``sim --tls``, trusted with ``--ca-bundle``): each stream's greenlet reads
+and decrypts its own socket when woken (no pump), and every read it waited for is stamped with the start of the
+turn it was woken in; the table then gives how long after that start each such stamp was taken.
 """
 
 from __future__ import annotations
@@ -32,29 +36,13 @@ def quantile(values: list[int], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] / 1e6
 
 
-def run(streams: int, seconds: float, server_core: int | None, generator_core: int | None) -> dict[str, object]:
-    server, url = start_server(
-        [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
-         "--capacity", "100000", "--context-tokens", "100000"],
-        server_core,
-    )  # fmt: skip
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            out = Path(tmp) / "delays.json"
-            env = {**os.environ, "TURN_PROBE_OUT": str(out), "TURN_PROBE_SKIP_S": str(STARTUP_S + WARMUP_S)}
-            cmd = [PY, "-m", "locust", "-f", str(ROOT / "bench" / "turn_probe_locustfile.py"), "--headless",
-                   "--host", url, "--model", "sim-llm", "--steps", str(streams), "--step-duration", f"{seconds}s",
-                   "--warmup", f"{WARMUP_S}s", "--max-tokens", str(MAX_TOKENS), "--csv", f"{tmp}/run",
-                   "--only-summary"]  # fmt: skip
-            proc = subprocess.run(pinned(cmd, generator_core), cwd=tmp, env=env, capture_output=True, text=True,
-                                  timeout=seconds + 120)  # fmt: skip
-            if not out.exists():
-                raise RuntimeError(f"the probe wrote nothing (exit {proc.returncode}): {proc.stderr[-2000:]}")
-            delays = json.loads(out.read_text())
-    finally:
-        stop(server)
+def run(
+    streams: int, seconds: float, server_core: int | None, generator_core: int | None, tls: bool
+) -> dict[str, object]:
+    with tempfile.TemporaryDirectory() as tmp:
+        delays = _delays(streams, seconds, server_core, generator_core, tls, Path(tmp))
     if not delays:
-        raise RuntimeError(f"no pumped read in the steady window at {streams} streams")
+        raise RuntimeError(f"no stamp taken at a turn's start in the steady window at {streams} streams")
     return {
         "streams": streams,
         "reads": len(delays),
@@ -66,10 +54,38 @@ def run(streams: int, seconds: float, server_core: int | None, generator_core: i
     }
 
 
+def _delays(streams: int, seconds: float, server_core: int | None, generator_core: int | None, tls: bool,
+            tmp: Path) -> list[int]:  # fmt: skip
+    """One run: the probe's sorted delays (ns)."""
+    https = ["--tls", "--tls-dir", str(tmp)] if tls else []
+    server, url = start_server(
+        [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
+         "--capacity", "100000", "--context-tokens", "100000", *https],
+        server_core,
+    )  # fmt: skip
+    try:
+        out = tmp / "delays.json"
+        env = {**os.environ, "TURN_PROBE_OUT": str(out), "TURN_PROBE_SKIP_S": str(STARTUP_S + WARMUP_S)}
+        cmd = [PY, "-m", "locust", "-f", str(ROOT / "bench" / "turn_probe_locustfile.py"), "--headless",
+               "--host", url, "--model", "sim-llm", "--steps", str(streams), "--step-duration", f"{seconds}s",
+               "--warmup", f"{WARMUP_S}s", "--max-tokens", str(MAX_TOKENS), "--csv", f"{tmp}/run",
+               "--only-summary", *(["--ca-bundle", str(tmp / "sim-ca.pem")] if tls else [])]  # fmt: skip
+        proc = subprocess.run(pinned(cmd, generator_core), cwd=tmp, env=env, capture_output=True, text=True,
+                              timeout=seconds + 120)  # fmt: skip
+        if not out.exists():
+            raise RuntimeError(f"the probe wrote nothing (exit {proc.returncode}): {proc.stderr[-2000:]}")
+        return json.loads(out.read_text())  # type: ignore[no-any-return]
+    finally:
+        stop(server)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--streams", default="128,256,512", help="Concurrent streams (default: 128,256,512).")
     parser.add_argument("--seconds", type=float, default=25.0, help="Run time per stream count (default: 25).")
+    parser.add_argument(
+        "--tls", action="store_true", help="Serve HTTPS: measure the stamps of reads a stream's greenlet waited for."
+    )
     args = parser.parse_args()
     try:
         counts = [int(s) for s in args.streams.split(",")]
@@ -82,8 +98,9 @@ def main() -> None:
     rows = []
     for streams in counts:
         print(f"  {streams} streams ...", file=sys.stderr)
-        rows.append(run(streams, args.seconds, server_core, generator_core))
-    print("How long after its turn's start each pumped read ran (what a stamp taken at the read was late by):")
+        rows.append(run(streams, args.seconds, server_core, generator_core, args.tls))
+    what = "HTTPS read waited for was stamped" if args.tls else "pumped read ran"
+    print(f"How long after its turn's start each {what} (what a stamp taken then was late by):")
     print(table(rows))
 
 

@@ -1,9 +1,10 @@
 """The project's users, with a probe on the pump's turn stamp, for bench/turn_lag.py (not for load tests).
 
-Each pumped read is stamped with the start of its turn of the event loop (``locust_llm.users.pump``); this probe
-notes, at each read, how long after that start the read ran: what its stamp would have been late by had it been
-stamped when its callback ran. Reads in the first ``TURN_PROBE_SKIP_S`` seconds (start-up and warm-up) are left
-out. At the end of the test it writes the sorted delays (ns) as JSON to ``TURN_PROBE_OUT``.
+Each pumped read is stamped with the start of its turn of the event loop (``locust_llm.users.pump``), and so is each
+HTTPS read whose greenlet waited for its socket (``locust_llm.users.stream._lines``); this probe notes, whenever such
+a stamp is taken, how long after that start it is taken: what the stamp would have been late by had it been taken
+then. Stamps in the first ``TURN_PROBE_SKIP_S`` seconds (start-up and warm-up) are left out. At the end of the test
+it writes the sorted delays (ns) as JSON to ``TURN_PROBE_OUT``.
 """
 
 from __future__ import annotations
@@ -20,15 +21,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from locust import events
 
 import locust_llm.users.pump as pump_module
+import locust_llm.users.stream as stream_module
 from locustfile import *  # noqa: F403  the project's user classes
 
-_turn = pump_module._turn
+_turn = pump_module.turn_cell
 _delays: list[int] = []
 _from_ns = time.perf_counter_ns() + int(float(os.environ.get("TURN_PROBE_SKIP_S", "10")) * 1e9)
 
 
 class _Probe:
-    """Stands for the turn's one-item list: reading it notes how long after the turn's start the read runs."""
+    """Stands for the turn's cell ``[start, count]``: reading its start (a stamp) notes how long after it the read
+    runs."""
 
     __slots__ = ("cell",)
 
@@ -36,11 +39,12 @@ class _Probe:
         self.cell = cell
 
     def __getitem__(self, index: int) -> int:
-        start = self.cell[index]
-        now = time.perf_counter_ns()
-        if now > _from_ns:
-            _delays.append(now - start)
-        return start
+        value = self.cell[index]
+        if index == 0:
+            now = time.perf_counter_ns()
+            if now > _from_ns:
+                _delays.append(now - value)
+        return value
 
 
 def _probed_turn(clock: Any) -> Any:
@@ -48,7 +52,8 @@ def _probed_turn(clock: Any) -> Any:
     return None if cell is None else _Probe(cell)
 
 
-pump_module._turn = _probed_turn
+pump_module.turn_cell = _probed_turn
+stream_module.turn_cell = _probed_turn
 
 
 @events.quitting.add_listener
