@@ -51,7 +51,8 @@ one ``recv`` share one stamp under either rule). With a clock other than ``time.
 scripted clocks), each read calls the clock instead.
 
 Only plain sockets are pumped: a TLS socket's readiness says nothing about decrypted bytes (they may sit in the SSL
-object's buffer), so TLS streams take the readline loop.
+object's buffer), so TLS streams take the line loop of :mod:`.stream`, which stamps the reads it waited for by
+the same rule.
 """
 
 from __future__ import annotations

@@ -158,8 +158,9 @@ def _lines(response: Any, clock: Clock) -> Iterator[tuple[bytes, int | None]]:
     waited for the socket) is stamped with the start of the turn it was woken in: its bytes were readable when that
     turn's poll returned, and the greenlets woken before it in the turn (each decrypting, and maybe recording a request
     and sending the next) are not added. A read that did not wait, and the lines already buffered, are stamped when it
-    returned. With another clock (the tests' scripted ones) the stamp is ``None``: the caller takes ``clock()`` for each
-    event when it is decoded, as before."""
+    returned. (A read that had to wait to write, which TLS needs only for rare protocol messages, is stamped early by
+    at most that turn's length.) With another clock (the tests' scripted ones) the stamp is ``None``: the caller takes
+    ``clock()`` for each event when it is decoded, as before."""
     turn = turn_cell(clock)
     if turn is None:
         readline = response.readline
