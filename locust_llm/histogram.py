@@ -26,13 +26,19 @@ error it removes.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from itertools import chain
 from math import ceil
 from typing import Any
+
+import numpy as np
 
 __all__ = ["PRECISION", "Histogram"]
 
 PRECISION = 10
 """Default linear bits: buckets at most 0.2 % wide (see the module docstring)."""
+
+VECTOR_MIN_GAPS = 256
+"""From this many gaps on, :meth:`Histogram.record_gap_runs` has numpy do the per-gap work."""
 
 LEGACY_PRECISION = 7
 """The wave-1 precision, assumed for a wire form that does not name its own."""
@@ -140,6 +146,48 @@ class Histogram:
         self.min, self.max = low, high  # type: ignore[assignment]
         self.count += stop - start
         self.sum += total
+
+    def record_gap_runs(self, runs: list[list[int]], vector_min: int | None = None) -> None:
+        """Record the gaps of every list in ``runs``, as :meth:`record_gaps` on each would (many requests' ITLs).
+
+        From ``vector_min`` gaps on (default :data:`VECTOR_MIN_GAPS`), numpy does the per-gap work (differences,
+        buckets, counts) over all of them at once, with the same integers: a bucket's index comes from the exact
+        ``bit_length`` (the exponent ``frexp`` gives for a float that holds the units exactly, below 2**52), and the
+        sum, minimum and maximum are exact in int64. Values outside those bounds, and fewer gaps, take the loop."""
+        runs = [run for run in runs if len(run) > 1]
+        lengths = [len(run) for run in runs]
+        total = sum(lengths)
+        if total - len(runs) < max(VECTOR_MIN_GAPS if vector_min is None else vector_min, 1):
+            for run in runs:
+                self.record_gaps(run)
+            return
+        try:
+            flat = np.fromiter(chain.from_iterable(runs), dtype=np.int64, count=total)
+        except OverflowError:  # a time beyond int64: the exact loop
+            flat = None
+        boundaries = np.cumsum(lengths[:-1], dtype=np.int64) - 1  # the differences across two runs: not gaps
+        gaps = None if flat is None else np.delete(np.diff(flat), boundaries)
+        if gaps is not None:
+            np.maximum(gaps, 0, out=gaps)  # a negative gap is 0, as record() clamps it
+            top = int(gaps.max())
+        if gaps is None or top >= 1 << 52 or top * len(gaps) >= 1 << 62:
+            for run in runs:
+                self.record_gaps(run)
+            return
+        units = gaps // self.unit
+        e = np.maximum(np.frexp(units.astype(np.float64))[1] - self.precision, 0)  # frexp's exponent: bit_length
+        index = np.where(units < self._limit, units, (e << self._shift) + (units >> e))
+        keys, counts = np.unique(index, return_counts=True)
+        buckets = self.buckets
+        get = buckets.get
+        for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
+            buckets[key] = get(key, 0) + count
+        low, high = int(gaps.min()), top
+        if self.count:
+            low, high = min(low, self.min), max(high, self.max)
+        self.min, self.max = low, high
+        self.count += len(gaps)
+        self.sum += int(gaps.sum())
 
     def merge(self, other: Histogram) -> Histogram:
         """Add ``other``'s samples to this histogram (in place) and return self."""

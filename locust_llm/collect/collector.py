@@ -154,9 +154,7 @@ class Collector:
 
     def _file_pending(self) -> None:
         pending, self._pending = self._pending, []
-        add, locate = self.table.add, self.timeline.locate
-        for result in pending:
-            add(result, locate)
+        self.table.add_all(pending, self.timeline.locate)
 
     def count(self, name: str, model: str, n: int, at_ns: int) -> None:
         if not self.closed:

@@ -159,6 +159,9 @@ class StepStats:
 
 Locate = Callable[[int], tuple[int, str]]
 
+Runs = dict[int, tuple[Histogram, list[list[int]]]]
+"""ITL histograms (by ``id``) and the token times whose gaps are still to be recorded in each."""
+
 
 class StatsTable:
     """All :class:`StepStats` of a process (or, on the master, of the whole run), keyed by :class:`StatsKey`."""
@@ -187,8 +190,18 @@ class StatsTable:
             stats = self._by_tuple[step, model, phase] = self.get(StatsKey(step, model, phase))
         return stats
 
-    def add(self, result: RequestResult, locate: Locate) -> None:
-        """File every measurement of ``result`` under the step it was observed in (see module docstring)."""
+    def add_all(self, results: list[RequestResult], locate: Locate) -> None:
+        """:meth:`add` each of ``results``; the usual ITL gaps (all of a request's in one step and phase) are recorded
+        together per histogram (:meth:`~locust_llm.histogram.Histogram.record_gap_runs`), the same samples."""
+        runs: Runs = {}
+        for result in results:
+            self.add(result, locate, runs)
+        for hist, lists in runs.values():
+            hist.record_gap_runs(lists)
+
+    def add(self, result: RequestResult, locate: Locate, runs: Runs | None = None) -> None:
+        """File every measurement of ``result`` under the step it was observed in (see module docstring); with
+        ``runs``, its usual ITL gaps are left there for the caller to record (:meth:`add_all`)."""
         model = result.model
         self._at(locate, model, result.sent_ns).hist["lag"].record(result.lag_ns)
         tokens = result.token_ns
@@ -200,7 +213,7 @@ class StatsTable:
             if result.answer_ns:
                 answer = first if result.answer_ns == tokens[0] else self._at(locate, model, result.answer_ns)
                 answer.hist["answer_ttft"].record(result.answer_ns - result.sent_ns)
-            self._add_gaps(tokens, locate, model)
+            self._add_gaps(tokens, locate, model, runs)
         end = self._at(locate, model, result.end_ns)
         counts = end.counts
         counts["requests"] += 1
@@ -243,11 +256,17 @@ class StatsTable:
             stats.hist["client_ttft"].record(max(0, final.token_ns[0] - intended_ns))
             stats.hist["client_e2e"].record(max(0, final.end_ns - intended_ns))
 
-    def _add_gaps(self, tokens: list[int], locate: Locate, model: str) -> None:
+    def _add_gaps(self, tokens: list[int], locate: Locate, model: str, runs: Runs | None) -> None:
         if len(tokens) < 2:
             return
         if locate(tokens[1]) == locate(tokens[-1]):  # the usual case: all gaps in one step and phase
-            self._at(locate, model, tokens[-1]).hist["itl"].record_gaps(tokens)
+            hist = self._at(locate, model, tokens[-1]).hist["itl"]
+            if runs is None:
+                hist.record_gaps(tokens)
+            elif id(hist) in runs:
+                runs[id(hist)][1].append(tokens)
+            else:
+                runs[id(hist)] = (hist, [tokens])
             return
         for i in range(1, len(tokens)):
             self._at(locate, model, tokens[i]).hist["itl"].record(tokens[i] - tokens[i - 1])

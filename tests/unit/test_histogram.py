@@ -174,3 +174,29 @@ def test_record_gaps_equals_recording_each_gap(times, before, precision, data):
         one_by_one.record(times[i] - times[i - 1])  # unsorted times give negative gaps: clamped to 0 by both
     at_once.record_gaps(times, start, stop)
     assert at_once == one_by_one
+
+
+time_runs = st.lists(st.lists(st.integers(min_value=0, max_value=10**12), max_size=40), max_size=8)
+
+
+@given(time_runs, st.lists(values_ns, max_size=10), st.integers(2, 16), st.sampled_from([1, 1000]))
+def test_gap_runs_recorded_together_equal_each_run_recorded_alone(runs, before, precision, unit):
+    """numpy's per-gap work (forced on at any size) gives the same histogram as the loop, negative gaps (unsorted
+    times) clamped to 0 and every bucket, count, sum, minimum and maximum exact."""
+    alone, together = Histogram(unit, precision), Histogram(unit, precision)
+    alone.record_many(before)
+    together.record_many(before)
+    for run in runs:
+        alone.record_gaps(run)
+    together.record_gap_runs(runs, vector_min=0)
+    assert together == alone
+
+
+@pytest.mark.parametrize("big", [2**52 * 1000, 2**70, 2**63 // 3])
+def test_gap_runs_beyond_numpy_s_exact_range_take_the_loop(big):
+    runs = [[0, 5_000, 7_000], [1, big], [3, 4]]
+    alone, together = Histogram(), Histogram()
+    for run in runs:
+        alone.record_gaps(run)
+    together.record_gap_runs(runs, vector_min=0)
+    assert together == alone and together.max == big - 1

@@ -1,5 +1,7 @@
 from types import SimpleNamespace
 
+import pytest
+
 from locust_llm.collect.collector import REPORT_KEY, Collector
 from locust_llm.collect.health import StepHealth, Validity, invalid_reasons
 from locust_llm.collect.stats import StatsKey, StatsTable
@@ -156,7 +158,12 @@ def _deferred_scenario(monkeypatch, limit):
     return shipped
 
 
-def test_results_filed_in_batches_equal_results_filed_at_once(monkeypatch):
+@pytest.mark.parametrize("vector_min", [256, 0])
+def test_results_filed_in_batches_equal_results_filed_at_once(monkeypatch, vector_min):
+    """Also with a batch's ITL gaps always recorded by numpy (``record_gap_runs``), as big batches are."""
+    import locust_llm.histogram as histogram_module
+
+    monkeypatch.setattr(histogram_module, "VECTOR_MIN_GAPS", vector_min)
     at_once = _deferred_scenario(monkeypatch, 1)
     batched = _deferred_scenario(monkeypatch, 32)
     assert batched == at_once
