@@ -528,3 +528,43 @@ def test_an_https_read_that_did_not_wait_is_stamped_when_it_returned_not_with_it
         turn.close()
     assert result.outcome is Outcome.OK and len(result.token_ns) == 2
     assert result.token_ns[1] > wrote[0], (result.token_ns, wrote)
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_a_first_token_that_comes_with_its_head_is_stamped_with_the_turn_the_head_came_in(scheme, tmp_path):
+    """Five servers hold their heads until their first token, and the five arrive at one poll, with a timer's greenlet
+    due in that turn that works for 20 ms: every first token is stamped with the turn's start, after the writes and
+    before the timer's work, not when its user got to it after the turn's other work and the head's parsing."""
+    certs = make_certificates(str(tmp_path)) if scheme == "https" else None
+    turn = Turn(answered=0, held=5, clock=time.perf_counter_ns, certs=certs)
+    worked = []
+
+    def work():
+        worked.append(time.perf_counter_ns())
+        until = worked[0] + 20_000_000
+        while time.perf_counter_ns() < until:
+            pass
+
+    try:
+        turn.spawn(5)
+        deadline = time.monotonic() + 10
+        while len(turn.waiting) < 5:
+            assert time.monotonic() < deadline, "the five requests did not arrive"
+            gevent.sleep(0.005)
+        for sock in turn.waiting:
+            sock.sendall(HEAD + frame(ROLE) + frame(token("a")))
+        delivered(turn.waiting)
+        wrote = time.perf_counter_ns()
+        gevent.spawn_later(0, work)
+        while len(turn.firsts) < 5:
+            assert time.monotonic() < deadline, "the five first tokens were not read"
+            gevent.sleep(0.005)
+        for sock in turn.waiting:
+            sock.sendall(REST)
+        results = turn.results()
+    finally:
+        turn.close()
+    assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 5
+    stamps = {r.token_ns[0] for r in results}
+    assert len(stamps) == 1, sorted(stamps)
+    assert wrote < stamps.pop() < worked[0]
