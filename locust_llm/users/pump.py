@@ -105,14 +105,12 @@ def pump(
     clock: Callable[[], int],
     body: bytes | None = None,
     tokens: Tokens | None = None,
-    start_ns: int | None = None,
 ) -> None:
     """Read ``response``'s body in the hub's read callback until it hands back (module docstring).
 
     ``body``: the first bytes of a chunked body that the response's parser has not seen (``wire.Opened.body``); the
     rest of the body is then unframed by :class:`~locust_llm.users.chunked.Unchunker`. Lines already buffered and
-    ``body`` are decoded first, stamped ``start_ns`` (the turn the head came in, ``stream._read_events``) or now.
-    ``tokens``: where the usual read goes (step 2), when given with
+    ``body`` are decoded first, stamped now. ``tokens``: where the usual read goes (step 2), when given with
     ``body``. Raises in the calling greenlet whatever the socket or the parser raised.
     """
     sock = response._sock
@@ -131,7 +129,7 @@ def pump(
             buffer.extend(piece)
         return _events(buffer, decoder, on_data, now) or response.message_complete
 
-    now = clock() if start_ns is None else start_ns
+    now = clock()
     if _events(buffer, decoder, on_data, now) or (body and take(body, now)) or response.message_complete:
         return
     turn = turn_cell(clock)

@@ -67,10 +67,7 @@ def run_stream(
         if keep_reply:
             attempt.reply_slices = []
         try:
-            turn = turn_cell(clock)
-            turns = None if turn is None else turn[1]
             response, unparsed = post(http, uri, body, headers)
-            head_ns = None if turn is None or turn[1] == turns else turn[0]  # _read_events
             result.http_status = response.status_code
             attempt.header = partial(header, response)
             if result.http_status != 200:
@@ -78,7 +75,7 @@ def run_stream(
             elif not is_event_stream(response):
                 _read_not_sse(response, attempt)
             else:
-                _read_events(response, unparsed, attempt, clock, on_first_token, head_ns)
+                _read_events(response, unparsed, attempt, clock, on_first_token)
         except TimeoutError:
             attempt.silence()
         except HTTPConnectionClosed:
@@ -106,20 +103,10 @@ def _closed(result: RequestResult) -> str:
 
 
 def _read_events(
-    response: Any,
-    unparsed: bytes | None,
-    attempt: Attempt,
-    clock: Clock,
-    on_first_token: FirstToken | None,
-    head_ns: int | None = None,
+    response: Any, unparsed: bytes | None, attempt: Attempt, clock: Clock, on_first_token: FirstToken | None
 ) -> None:
     """Read the event stream; ``unparsed``: the body's first bytes, not yet given to the response's parser (see
-    :mod:`.wire`). ``head_ns``: with the real clock, the start of the loop's turn in which the user's greenlet was
-    last woken while it waited for the response head; the bytes that came with the head (a server may hold its head
-    until the first token) were readable by then, so they take that stamp (:func:`_lines`' rule), not the moment
-    the greenlet got to them after the turn's other work and the head's parsing. That last wake is the head's: an
-    answer takes at least a round trip, and the greenlet reads microseconds after it sends (a new connection's own
-    waits come before the send)."""
+    :mod:`.wire`)."""
     result = attempt.result
     decoder = SSEDecoder()
     feed_line = decoder.feed_line
@@ -144,15 +131,13 @@ def _read_events(
             on_first_token = None
         return result.outcome is not Outcome.OK
 
-    start_ns = head_ns
     if pumpable(response):  # plain HTTP: the body is read in the hub's callback (users/pump.py)
-        pump(response, decoder, on_data, clock, unparsed, tokens, head_ns)
+        pump(response, decoder, on_data, clock, unparsed, tokens)
         if result.outcome is not Outcome.OK:
             return
-        start_ns = None  # what the pump left came after the head
     elif unparsed:
         response.feed(unparsed)
-    for line, now in _lines(response, clock, start_ns):
+    for line, now in _lines(response, clock):
         event = feed_line(line)
         if event is not None and on_data(event.data, clock() if now is None else now):
             return
@@ -167,16 +152,15 @@ def _read_events(
         result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{progress(result)}")
 
 
-def _lines(response: Any, clock: Clock, start_ns: int | None = None) -> Iterator[tuple[bytes, int | None]]:
+def _lines(response: Any, clock: Clock) -> Iterator[tuple[bytes, int | None]]:
     """The body's lines, as ``response.readline(b"\\n")`` returns them, each with its stamp (module docstring): with
     the real clock, the stamp of the read that brought its last byte. A read during which the loop turned (the greenlet
     waited for the socket) is stamped with the start of the turn it was woken in: its bytes were readable when that
     turn's poll returned, and the greenlets woken before it in the turn (each decrypting, and maybe recording a request
-    and sending the next) are not added. A read that did not wait is stamped when it returned; the lines buffered
-    before the first read, ``start_ns`` when given (the head's turn, :func:`_read_events`), else now. (A read that had
-    to wait to write, which TLS needs only for rare protocol messages, is stamped early by at most that turn's
-    length.) With another clock (the tests' scripted ones) the stamp is ``None``: the caller takes ``clock()`` for each
-    event when it is decoded, as before."""
+    and sending the next) are not added. A read that did not wait, and the lines already buffered, are stamped when it
+    returned. (A read that had to wait to write, which TLS needs only for rare protocol messages, is stamped early by
+    at most that turn's length.) With another clock (the tests' scripted ones) the stamp is ``None``: the caller takes
+    ``clock()`` for each event when it is decoded, as before."""
     turn = turn_cell(clock)
     if turn is None:
         readline = response.readline
@@ -184,7 +168,7 @@ def _lines(response: Any, clock: Clock, start_ns: int | None = None) -> Iterator
             yield line, None
         return
     buffer = response._body_buffer
-    stamp = clock() if start_ns is None else start_ns
+    stamp = clock()
     while True:
         end = buffer.find(b"\n") + 1
         if end:
