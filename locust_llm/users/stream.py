@@ -158,9 +158,11 @@ def _lines(response: Any, clock: Clock) -> Iterator[tuple[bytes, int | None]]:
     waited for the socket) is stamped with the start of the turn it was woken in: its bytes were readable when that
     turn's poll returned, and the greenlets woken before it in the turn (each decrypting, and maybe recording a request
     and sending the next) are not added. A read that did not wait, and the lines already buffered, are stamped when it
-    returned. (A read that had to wait to write, which TLS needs only for rare protocol messages, is stamped early by
-    at most that turn's length.) With another clock (the tests' scripted ones) the stamp is ``None``: the caller takes
-    ``clock()`` for each event when it is decoded, as before."""
+    returned. As with the pump, a record whose last bytes came after the poll is stamped early by at most that turn's
+    length: a record split across segments, or one read on after the wake-up was for a TLS session message (a new
+    connection's tickets; the response head, read inside ``post``, meets those, which is why bytes that come with the
+    head are not given the head's turn) or after a wait to write. With another clock (the tests' scripted ones) the
+    stamp is ``None``: the caller takes ``clock()`` for each event when it is decoded, as before."""
     turn = turn_cell(clock)
     if turn is None:
         readline = response.readline
