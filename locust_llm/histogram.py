@@ -62,6 +62,24 @@ def bucket_bounds(index: int, precision: int = PRECISION) -> tuple[int, int]:
     return mantissa << e, (mantissa + 1) << e
 
 
+def _gap_array(runs: list[list[int]], vector_min: int) -> tuple[Any, int] | None:
+    """The gaps of ``runs`` (each at least two times) as one int64 array, negative ones 0 (as :meth:`Histogram.record`
+    clamps them), and its maximum; ``None`` when there are fewer than ``vector_min`` gaps or numpy's integers would not
+    be exact (a time beyond int64, a gap of 2**52 or more, a sum that could pass 2**62)."""
+    lengths = [len(run) for run in runs]
+    total = sum(lengths)
+    if total - len(runs) < max(vector_min, 1):
+        return None
+    try:
+        flat = np.fromiter(chain.from_iterable(runs), dtype=np.int64, count=total)
+    except OverflowError:
+        return None
+    boundaries = np.cumsum(lengths[:-1], dtype=np.int64) - 1  # the differences across two runs: not gaps
+    gaps = np.maximum(np.delete(np.diff(flat), boundaries), 0)
+    top = int(gaps.max())
+    return None if top >= 1 << 52 or top * len(gaps) >= 1 << 62 else (gaps, top)
+
+
 class Histogram:
     """Log-linear histogram; see the module docstring for the bucket layout and error bound."""
 
@@ -155,25 +173,12 @@ class Histogram:
         ``bit_length`` (the exponent ``frexp`` gives for a float that holds the units exactly, below 2**52), and the
         sum, minimum and maximum are exact in int64. Values outside those bounds, and fewer gaps, take the loop."""
         runs = [run for run in runs if len(run) > 1]
-        lengths = [len(run) for run in runs]
-        total = sum(lengths)
-        if total - len(runs) < max(VECTOR_MIN_GAPS if vector_min is None else vector_min, 1):
+        exact = _gap_array(runs, VECTOR_MIN_GAPS if vector_min is None else vector_min)
+        if exact is None:
             for run in runs:
                 self.record_gaps(run)
             return
-        try:
-            flat = np.fromiter(chain.from_iterable(runs), dtype=np.int64, count=total)
-        except OverflowError:  # a time beyond int64: the exact loop
-            flat = None
-        boundaries = np.cumsum(lengths[:-1], dtype=np.int64) - 1  # the differences across two runs: not gaps
-        gaps = None if flat is None else np.delete(np.diff(flat), boundaries)
-        if gaps is not None:
-            np.maximum(gaps, 0, out=gaps)  # a negative gap is 0, as record() clamps it
-            top = int(gaps.max())
-        if gaps is None or top >= 1 << 52 or top * len(gaps) >= 1 << 62:
-            for run in runs:
-                self.record_gaps(run)
-            return
+        gaps, top = exact
         units = gaps // self.unit
         e = np.maximum(np.frexp(units.astype(np.float64))[1] - self.precision, 0)  # frexp's exponent: bit_length
         index = np.where(units < self._limit, units, (e << self._shift) + (units >> e))
