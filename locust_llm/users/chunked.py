@@ -8,6 +8,9 @@ parser, which then reads the rest of the body as it always did:
 - a size line that is not 1 to 16 hex digits followed by ``\\r\\n`` (chunk extensions, whitespace, garbage), a size
   above :data:`CHUNK_LIMIT`, the last chunk (``0``: the parser ends the message, reads the trailers and hands the
   connection back to the pool), a chunk's data not followed by ``\\r\\n``, and the end of the file;
+- except that a response which can end the message itself (``finish``, :class:`~locust_llm.users.head.StreamResponse`,
+  whose head was plain) is given the last chunk when it comes as ``0\\r\\n\\r\\n`` with nothing after it in the
+  read (no trailers): its parser is then never built;
 - the hand-over starts at the current chunk's size line (the parser has seen no body byte yet, so it is at a chunk
   boundary too): the current chunk's bytes are fed again, and the data bytes of it that were already delivered are
   taken out of the body buffer again, so the buffer holds each body byte once, in order.
@@ -38,10 +41,12 @@ _PARTIAL_SIZE = re.compile(rb"[0-9a-fA-F]{0,16}\r?")
 class Unchunker:
     """Unframe a chunked body for ``response`` (a ``geventhttpclient`` response whose parser has read the head)."""
 
-    __slots__ = ("_feed", "buffer", "chunk_raw", "delivered", "handed", "left", "tail")
+    __slots__ = ("_feed", "_finish", "buffer", "chunk_raw", "delivered", "handed", "left", "tail")
 
     def __init__(self, response: Any) -> None:
         self._feed = response.feed
+        self._finish = getattr(response, "finish", None)
+        """Ends the message at a last chunk that came alone (:class:`~locust_llm.users.head.StreamResponse`)."""
         self.buffer: bytearray = response._body_buffer
         self.handed = False
         """The parser reads the rest of the body."""
@@ -118,6 +123,9 @@ class Unchunker:
                         break
                     return self._hand_over_within(parts, data[pos:])
                 size = int(m[1], 16)
+                if size == 0 and line[m.end() :] == b"\r\n" and self._finish is not None and self._finish():
+                    self.handed = True  # the message ended: nothing more is read
+                    break
                 if size == 0 or size > CHUNK_LIMIT:
                     return self._hand_over_within(parts, data[pos:])
                 pos += m.end() - len(self.chunk_raw)

@@ -22,6 +22,7 @@ in the middle of them.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import weakref
 from typing import Any, NamedTuple
@@ -29,6 +30,7 @@ from typing import Any, NamedTuple
 import gevent._socket3
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 
+from locust_llm.users.head import StreamResponse, plain_head
 from locust_llm.users.pump import wait_readable
 
 __all__ = ["HEAD_LIMIT", "Opened", "header", "is_event_stream", "post"]
@@ -81,7 +83,7 @@ def post(http: Any, uri: str, body: bytes, headers: dict[str, str]) -> Opened:
     sock = pool.get_socket()
     kwargs = {"block_size": http.block_size, "method": "POST", "headers_type": http.headers_type}
     try:
-        sock.sendall(request)
+        _send(sock, request)
     except OSError as exc:
         if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
             pool.release_socket(sock)
@@ -89,6 +91,10 @@ def post(http: Any, uri: str, body: bytes, headers: dict[str, str]) -> Opened:
         # the server may have answered before it closed: read that answer, as HTTPClient.request does
         return Opened(HTTPSocketPoolResponse(sock, pool, **kwargs), None)
     head, rest = _read_head(sock, pool, http.block_size)
+    if rest is not None:
+        plain = plain_head(head)
+        if plain is not None:
+            return Opened(StreamResponse(sock, pool, head, plain, kwargs), rest)
     response = HTTPSocketPoolResponse(sock, pool, pre_buffered=head, **kwargs)
     if rest is None:
         return Opened(response, None)
@@ -128,6 +134,17 @@ def _own_path(http: Any, headers: dict[str, str]) -> bool:
         return False
     names = {name.lower() for name in (*headers, *http.default_headers)}
     return not names & _SENT_BY_REQUEST
+
+
+def _send(sock: Any, data: bytes) -> None:
+    """``sock.sendall(data)``, with one ``send`` on the OS socket first: a request fits the socket's buffer, and
+    gevent's ``sendall`` asks the kernel for that buffer's size (``getsockopt``) on every call."""
+    sent = 0
+    if type(sock) is gevent._socket3.socket:
+        with contextlib.suppress(BlockingIOError):  # the buffer is full: sendall waits
+            sent = sock._sock.send(data)
+    if sent < len(data):
+        sock.sendall(data[sent:] if sent else data)
 
 
 def _chunked(response: Any) -> bool:

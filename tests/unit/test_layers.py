@@ -22,6 +22,7 @@ ADAPTERS = {
     "locust_llm.users.stream",
     "locust_llm.users.pump",
     "locust_llm.users.wire",
+    "locust_llm.users.head",
     "locust_llm.users.flow",
     "locust_llm.users.open_loop",
     "locust_llm.shapes.step_shape",

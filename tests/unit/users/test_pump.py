@@ -278,15 +278,33 @@ def test_handing_back_keeps_every_undecoded_byte(first, second):
     assert stopped == (b"STOP" in got)
 
 
-def test_the_own_path_unframes_every_chunk_and_leaves_only_the_last_to_the_parser(monkeypatch):
-    import locust_llm.users.chunked as chunked
+PARSER_HEAD = HEAD.replace(b"chunked", b"Chunked")  # the same framing, not plain (head.py): the parser's response
 
-    handed = []
+
+@pytest.mark.parametrize("head, handed_over, built", [(HEAD, [], 0), (PARSER_HEAD, [END], 1)], ids=["plain", "parser"])
+def test_the_own_path_unframes_every_chunk_and_the_last_too_when_the_head_is_plain(
+    monkeypatch, head, handed_over, built
+):
+    import geventhttpclient.response as gresponse
+
+    import locust_llm.users.chunked as chunked
+    import locust_llm.users.head as head_module
+    import locust_llm.users.wire as wire
+
+    handed, parsers = [], []
     real = chunked.Unchunker._hand_over
     monkeypatch.setattr(chunked.Unchunker, "_hand_over", lambda self, rest: handed.append(rest) or real(self, rest))
-    result = shipped(timed([HEAD] + [frame(e) for e in EVENTS] + [END]), monkeypatch)
+
+    class Counted(gresponse.HTTPSocketPoolResponse):
+        def __init__(self, *a, **k):
+            parsers.append(self)
+            super().__init__(*a, **k)
+
+    monkeypatch.setattr(wire, "HTTPSocketPoolResponse", Counted)
+    monkeypatch.setattr(head_module, "HTTPSocketPoolResponse", Counted)
+    result = shipped(timed([head] + [frame(e) for e in EVENTS] + [END]), monkeypatch)
     assert result.outcome is Outcome.OK and result.reply == "Hello world"
-    assert handed == [END]
+    assert handed == handed_over and len(parsers) == built  # keep-alive after it: the next test
 
 
 # -- the usual read taken in one step (pump step 2), against both other readers -----------------------------------
