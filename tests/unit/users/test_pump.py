@@ -48,8 +48,9 @@ END = b"0\r\n\r\n"
 
 
 class Script:
-    """A server that answers every request with ``pieces``: (bytes, scripted time in ns) written in order, 2 ms
-    apart; ``None`` as bytes closes the connection, ``"stall"`` stops writing."""
+    """A server that answers every request with ``pieces``: (bytes, scripted time in ns) written in order, each once
+    the client has read the one before (:func:`read`); ``None`` as bytes closes the connection, ``"stall"`` stops
+    writing."""
 
     def __init__(self, pieces):
         self.pieces = pieces
@@ -88,7 +89,7 @@ class Script:
                 return False
             self.now = at
             sock.sendall(piece)
-            gevent.sleep(0.002)
+            read(sock)
         return True
 
     def run(self, mode: str, monkeypatch, timeout_s: float = 5.0, keep_reply: bool = True):
@@ -476,6 +477,39 @@ def test_a_head_that_arrives_with_other_streams_tokens_is_read_after_them():
         turn.close()
     assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 5
     assert results[0].token_ns[0] > max(r.end_ns for r in results[1:]), [r.token_ns for r in results]
+
+
+def read(sock, within_s: float = 10.0) -> None:
+    """Return once the client has read what was written to ``sock``, yielding meanwhile: every byte is in its receive
+    queue (nothing unacknowledged, as in :func:`delivered`), and that queue is empty (``/proc/net/tcp``), or the
+    client's end is no longer connected. A client stamps what it read in the same greenlet run or read callback as
+    the read, with no switch between, so the server sets the next piece's scripted time only after this piece was
+    stamped. (A 2 ms sleep between pieces was not enough: under load a stall let the sleep's timer run before the
+    client's read, and the next piece's time was set before this one was stamped.)"""
+    deadline = time.monotonic() + within_s
+    client, server = _proc_address(sock.getpeername()), _proc_address(sock.getsockname())
+    while time.monotonic() < deadline:
+        unacknowledged = int.from_bytes(fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"), "little")
+        if not unacknowledged and not _receive_queue(client, server):
+            return
+        gevent.sleep(0.0002)
+
+
+def _proc_address(address) -> str:
+    """An IPv4 ``(host, port)`` as ``/proc/net/tcp`` writes it."""
+    host, port = address[:2]
+    return f"{bytes(reversed([int(part) for part in host.split('.')])).hex().upper()}:{port:04X}"
+
+
+def _receive_queue(local: str, remote: str) -> int:
+    """The bytes not yet read from the established TCP connection ``local`` -> ``remote``; 0 when there is none (an
+    earlier connection's socket in TIME_WAIT may hold the same local port, to another server)."""
+    with open("/proc/net/tcp") as table:
+        for line in table:
+            fields = line.split()
+            if fields[1] == local and fields[2] == remote and fields[3] == "01":
+                return int(fields[4].split(":")[1], 16)
+    return 0
 
 
 def delivered(socks, within_s=10.0):
