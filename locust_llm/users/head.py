@@ -2,8 +2,8 @@
 when a byte must be handed to it.
 
 Building ``geventhttpclient``'s response for a head costs a C parser and Python callbacks for every header line:
-14 µs for a head of one header and 29 µs for the simulator's five (``python -m timeit`` on this project's machine),
-about a tenth of what the generator spends per request beyond its tokens, for nothing the usual stream uses. So
+14 µs for a head of one header and 29 µs for the simulator's five (warm, timed with ``timeit`` on a 2-core machine),
+about a tenth of what the generator spent per request beyond its tokens, for nothing the usual stream uses. So
 :func:`~locust_llm.users.wire.post` reads the head itself and, when :func:`plain_head` accepts it, answers with a
 :class:`StreamResponse` instead:
 
