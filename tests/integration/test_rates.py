@@ -12,6 +12,9 @@ from tests.support.procs import distributed_run, read_csv, run_locust, sim
 # pacing: TTFT 100 ms, 15 gaps of 10 ms: a request lasts 250 ms; 8 at once: 32 requests/s at most
 SIM = "--ttft-ms 100 --itl-ms 10 --capacity 8"
 TTFT_MS = 100.0
+MAX_LAG_MS = 40.0
+"""The scheduling lag a step may have and stay valid: the default 10 ms marked a step invalid (and the run failed)
+when a loaded CI machine stalled the generator (13.4 ms at 16 requests/s); 40 is still far below a request's 250."""
 
 
 @pytest.fixture(scope="module")
@@ -19,6 +22,7 @@ def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("rates")
     proc = run_locust("--headless", "--rates", "8,16,48", "--arrivals", "constant", "--step-duration", "8s",
                       "--max-tokens", "16", "--max-in-flight", "40", "--seed", "3", "--sim-args", SIM,
+                      "--max-sched-lag", f"{MAX_LAG_MS:g}ms",
                       "--csv", str(out / "run"), cwd=out)  # fmt: skip
     rows = {float(r["offered_req_s"]): r for r in read_csv(out / "run_llm_steps.csv")}
     return proc, out, rows
@@ -32,7 +36,7 @@ def test_below_capacity_the_offered_rate_is_delivered_on_schedule(sweep):
         # constant arrivals: the window holds rate * duration completions, give or take one at each edge
         assert float(row["req_s"]) == pytest.approx(rate, abs=2 / float(row["duration_s"]) + 0.03 * rate), row
         assert float(row["served_req_s"]) == pytest.approx(float(row["req_s"]))  # no error, no retry below capacity
-        assert int(row["dropped"]) == 0 and float(row["sched_lag_p99_ms"]) < 10 and row["valid"] == "True"
+        assert int(row["dropped"]) == 0 and float(row["sched_lag_p99_ms"]) < MAX_LAG_MS and row["valid"] == "True"
         # in flight: about rate x 250 ms (Little's law); users holds its p99
         assert float(row["in_flight_p50"]) <= rate * 0.25 + 2 and int(row["users"]) <= rate * 0.25 + 3
 
@@ -45,7 +49,7 @@ def test_below_capacity_ttft_is_the_simulators_open_loop_truth(sweep):
         assert expected == pytest.approx(TTFT_MS, abs=2)  # the engine's own answer: no queue below capacity
         # bounds as in test_headless_run: the simulator's 0.5 ms, the histogram's 0.8 %, loopback and the client
         assert expected - 2 <= float(rows[rate]["ttft_p50_ms"]) <= expected + 5, rows[rate]
-        # from the scheduled time: request by request TTFT plus the scheduling lag (checked < 10 ms at p99 above).
+        # from the scheduled time: request by request TTFT plus the scheduling lag (checked < MAX_LAG_MS at p99 above).
         # Compared at p50: a client request is filed at its end and TTFT at its first token, so at a window's edge
         # one request can be in one set and not the other, and at p99 of ~100 requests that one moves the figure
         # (CI: client TTFT p99 107.6 against TTFT + lag p99 114.1; before, a stall put it 25 ms over the truth)
