@@ -74,7 +74,7 @@ def plain_head(head: bytes) -> tuple[str, Fields] | None:
     if connection is not None and (not isinstance(connection, str) or connection.lower() != "keep-alive"):
         return None
     content_type = fields.get("content-type", "")
-    if not isinstance(content_type, str) or not (not content_type or "event-stream" in content_type.lower()):
+    if not isinstance(content_type, str) or (content_type and "event-stream" not in content_type.lower()):
         return None
     return m[1].decode("latin-1"), fields
 

@@ -489,8 +489,7 @@ def read(sock, within_s: float = 10.0) -> None:
     deadline = time.monotonic() + within_s
     client, server = _proc_address(sock.getpeername()), _proc_address(sock.getsockname())
     while time.monotonic() < deadline:
-        unacknowledged = int.from_bytes(fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"), "little")
-        if not unacknowledged and not _receive_queue(client, server):
+        if not _unacknowledged(sock) and not _receive_queue(client, server):
             return
         gevent.sleep(0.0002)
 
@@ -518,11 +517,13 @@ def delivered(socks, within_s=10.0):
     next poll sees them all."""
     deadline = time.monotonic() + within_s
     for sock in socks:
-        while True:
-            left = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0")
-            if int.from_bytes(left, "little") == 0:
-                break
+        while _unacknowledged(sock):
             assert time.monotonic() < deadline, "loopback did not deliver"
+
+
+def _unacknowledged(sock) -> int:
+    """Bytes written to ``sock`` its peer has not acknowledged (``SIOCOUTQ``; on loopback: not yet in its queue)."""
+    return int.from_bytes(fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"), "little")
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
