@@ -62,6 +62,7 @@ class Stream:
         "prompt_tokens",
         "reasoning",
         "reasoning_head",
+        "sent_ns",
         "seq_id",
         "tail",
         "text",
@@ -83,6 +84,8 @@ class Stream:
         history: tuple[str, int] | None = None,
     ) -> None:
         self.seq_id = seq_id
+        self.sent_ns = time.monotonic_ns()
+        """When its last token's write returned; until then, when the simulator took the request (delivered TTFT)."""
         self.cached = 0  # its cached prompt tokens, known when it ends
         self.reasoning = reasoning
         """How many of its first tokens are reasoning."""
@@ -168,14 +171,17 @@ class Replica:
 
     def _write(self, emissions: list[Emission]) -> int:
         """Write every emitted token to its stream: the simulator's hot path, kept to plain local operations. The
-        loop does nothing but write and note each token's error: it is filed after the last write, so that the
-        step's writes span as little time as they can (:mod:`.timing`). Returns when the last write ended."""
+        loop does nothing but write and note each token's error and delivered interval: they are filed after the
+        last write, so that the step's writes span as little time as they can (:mod:`.timing`). Returns when the
+        last write ended."""
         streams = self.streams
         runtime = self.runtime
         seed = runtime.seed
         clock = time.monotonic_ns
         errors: list[int] = []
         noted = errors.append
+        firsts: list[int] = []  # delivered TTFTs and ITLs (.timing)
+        gaps: list[int] = []
         end = clock()
         for seq_id, index, at_ns, last in emissions:
             stream = streams.get(seq_id)
@@ -204,12 +210,16 @@ class Replica:
                 transport.write(chunk)  # type: ignore[attr-defined]
             end = clock()
             noted(end - at_ns)
+            if transport is not None:
+                (gaps if index else firsts).append(end - stream.sent_ns)
+                stream.sent_ns = end
             if last:
                 del streams[seq_id]
                 runtime.release(stream)
                 stream.finish()
         runtime.tokens_emitted += len(errors)
         runtime.late_tokens += runtime.emission.add(errors, LATE_NS)
+        runtime.emission.deliver(firsts, gaps)
         return end
 
     def ended(self, stream: Stream) -> int:

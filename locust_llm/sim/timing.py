@@ -24,12 +24,20 @@ not: on a noisy machine one 10 ms stall moved the next steps' lead by 2 ms, and 
 :class:`EmissionError` records ``|written - due|`` for every token (``/sim/stats`` ``lateness_ms``, the figure the
 benches hold to their goals) and, apart, how early the early ones were (``early_ms``): the histograms take no
 negative values, and an early write is as wrong as a late one.
+
+It also records what the streams were actually delivered (``delivered_ms``), stamped when each write returned: a
+stream's TTFT from when the simulator took its request (after parsing it) to its first token's write, and every
+ITL, the gap between two writes to the same stream. Against the schedule these carry the simulator's own lateness;
+against them a client's measurements carry only the client's error (and the request's way in, tens of
+microseconds), which is how ``bench/generator.py`` judges a generator's accuracy on a machine that stalls the
+server too.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from statistics import median
+from typing import Any
 
 from locust_llm.histogram import Histogram
 
@@ -93,17 +101,25 @@ class WriteLead:
 
 
 class EmissionError:
-    """Every token's ``|written - due|`` and, apart, the earliness of those written early."""
+    """Every token's ``|written - due|`` and, apart, the earliness of those written early; the TTFT and ITL the
+    streams were delivered (module docstring)."""
 
-    __slots__ = ("early", "error")
+    __slots__ = ("early", "error", "itl", "ttft")
 
     def __init__(self) -> None:
         self.error = Histogram()
         self.early = Histogram()
+        self.ttft = Histogram()
+        self.itl = Histogram()
 
     def clear(self) -> None:
-        self.error.clear()
-        self.early.clear()
+        for histogram in (self.error, self.early, self.ttft, self.itl):
+            histogram.clear()
+
+    def deliver(self, firsts: list[int], gaps: list[int]) -> None:
+        """File a step's delivered TTFTs (its streams' first tokens) and ITLs, in nanoseconds."""
+        self.ttft.record_many(firsts)
+        self.itl.record_many(gaps)
 
     def add(self, errors: list[int], late_ns: int) -> int:
         """File the ``written - due`` of a step's tokens; returns how many were over ``late_ns`` late."""
@@ -119,14 +135,20 @@ class EmissionError:
             record(error)
         return late
 
-    def stats(self) -> dict[str, dict[str, float]]:
-        error, early = self.error, self.early
+    def stats(self) -> dict[str, Any]:
+        early = self.early
         return {
-            "lateness_ms": {
-                "count": error.count,
-                "p50": error.quantile(0.5) / 1e6,
-                "p99": error.quantile(0.99) / 1e6,
-                "max": error.max / 1e6,
-            },
+            "lateness_ms": _summary(self.error),
             "early_ms": {"count": early.count, "p99": early.quantile(0.99) / 1e6, "max": early.max / 1e6},
+            "delivered_ms": {name: _summary(h) for name, h in (("ttft", self.ttft), ("itl", self.itl))},
         }
+
+
+def _summary(histogram: Histogram) -> dict[str, float]:
+    """Count, p50, p99 and max of a histogram of nanoseconds, in milliseconds."""
+    return {
+        "count": histogram.count,
+        "p50": histogram.quantile(0.5) / 1e6,
+        "p99": histogram.quantile(0.99) / 1e6,
+        "max": histogram.max / 1e6,
+    }

@@ -112,3 +112,23 @@ def test_every_token_is_in_the_emission_error_and_none_is_written_far_ahead(base
     assert emitted >= 9 and error["count"] == emitted  # |written - due| of every token, early or late
     assert early["count"] <= error["count"]
     assert early["max"] <= (MAX_LEAD_NS + EARLY_NS) / 1e6  # the lead is capped: never written far ahead
+
+
+def test_what_each_stream_was_delivered_is_its_schedule_moved_by_its_writes_errors(base):
+    """A token due at ``d`` and written at ``d + e`` (``|e|`` <= lateness max): an ITL of 2 ms is delivered as
+    ``2 + e_k - e_(k-1)``; the TTFT as 20 ms plus the first error plus the time from parsing the request to
+    admitting it (a head and a role chunk written). Filed per streamed token only, afresh after a reset."""
+    parts = urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn.request("POST", "/sim/reset-lateness")  # the module's earlier requests start afresh
+    assert conn.getresponse().status == 200
+    conn.close()
+    for _ in range(3):
+        post(base, {**CHAT, "stream": True})
+    post(base, CHAT)  # not streamed: nothing delivered token by token
+    _, stats = get(base, "/sim/stats")
+    ttft, itl, worst = stats["delivered_ms"]["ttft"], stats["delivered_ms"]["itl"], stats["lateness_ms"]["max"]
+    assert (ttft["count"], itl["count"]) == (3, 6)
+    resolution = 0.01  # ms: the histogram's buckets near 2-20 ms are far finer
+    assert 2 - 2 * worst - resolution <= itl["p50"] <= itl["max"] <= 2 + 2 * worst + resolution
+    assert 20 - worst - resolution <= ttft["p50"] <= ttft["max"] <= 20 + worst + 100  # 100 ms: a stalled machine

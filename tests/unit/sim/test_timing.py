@@ -54,6 +54,18 @@ def test_early_and_late_writes_both_count_as_error_and_early_ones_apart():
     assert emission.stats()["lateness_ms"]["count"] == 0
 
 
+def test_delivered_ttft_and_itl_are_filed_apart_and_cleared_with_the_rest():
+    emission = EmissionError()
+    emission.deliver([200_000_000, 203_000_000], [20_000_000] * 98 + [25_000_000, 31_000_000])
+    delivered = emission.stats()["delivered_ms"]
+    assert delivered["ttft"]["count"] == 2 and delivered["itl"]["count"] == 100
+    assert delivered["ttft"]["max"] == 203.0 and delivered["itl"]["max"] == 31.0
+    assert delivered["itl"]["p50"] == pytest.approx(20.0, rel=2e-3)  # the histogram's 0.2 % buckets
+    assert delivered["itl"]["p99"] == pytest.approx(25.0, rel=2e-3)
+    emission.clear()
+    assert emission.stats()["delivered_ms"]["ttft"]["count"] == 0 == emission.stats()["delivered_ms"]["itl"]["count"]
+
+
 def test_one_stalled_step_does_not_move_the_next_steps_lead():
     lead = WriteLead()
     for _ in range(30):
