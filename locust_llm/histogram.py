@@ -178,8 +178,28 @@ class Histogram:
             for run in runs:
                 self.record_gaps(run)
             return
-        gaps, top = exact
-        units = gaps // self.unit
+        self._record_exact(*exact)
+
+    def record_values(self, values: list[int]) -> None:
+        """Record every value of ``values``, as that many :meth:`record` calls would; numpy does the per-value work
+        (as in :meth:`record_gap_runs`) when there are :data:`VECTOR_MIN_GAPS` or more and its integers are exact."""
+        if len(values) >= VECTOR_MIN_GAPS:
+            try:
+                array = np.maximum(np.fromiter(values, dtype=np.int64, count=len(values)), 0)
+            except OverflowError:
+                array = None
+            if array is not None:
+                top = int(array.max())
+                if top < 1 << 52 and top * len(array) < 1 << 62:
+                    self._record_exact(array, top)
+                    return
+        for value in values:
+            self.record(value)
+
+    def _record_exact(self, values: Any, top: int) -> None:
+        """Record a non-empty int64 array of non-negative values whose maximum is ``top`` (below 2**52, and ``top``
+        times their count below 2**62, so that numpy's integers are exact)."""
+        units = values // self.unit
         e = np.maximum(np.frexp(units.astype(np.float64))[1] - self.precision, 0)  # frexp's exponent: bit_length
         index = np.where(units < self._limit, units, (e << self._shift) + (units >> e))
         keys, counts = np.unique(index, return_counts=True)
@@ -187,12 +207,12 @@ class Histogram:
         get = buckets.get
         for key, count in zip(keys.tolist(), counts.tolist(), strict=True):
             buckets[key] = get(key, 0) + count
-        low, high = int(gaps.min()), top
+        low, high = int(values.min()), top
         if self.count:
             low, high = min(low, self.min), max(high, self.max)
         self.min, self.max = low, high
-        self.count += len(gaps)
-        self.sum += int(gaps.sum())
+        self.count += len(values)
+        self.sum += int(values.sum())
 
     def merge(self, other: Histogram) -> Histogram:
         """Add ``other``'s samples to this histogram (in place) and return self."""

@@ -41,6 +41,8 @@ def _libc() -> ctypes.CDLL | None:
         libc.timerfd_create, libc.timerfd_settime  # noqa: B018 - both must exist
     except (OSError, AttributeError):
         return None
+    # declared once, so that a call converts nothing it need not (the alarm is re-armed after every step)
+    libc.timerfd_settime.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p]
     return libc
 
 
@@ -55,6 +57,8 @@ class Alarm:
         self.callback = callback
         self._handle: asyncio.TimerHandle | None = None
         self._fd = -1
+        self._spec = _Itimerspec()  # re-armed in place: its it_value is set, its it_interval stays zero
+        self._spec_at = ctypes.addressof(self._spec)
         if _LIBC is not None:
             fd = _LIBC.timerfd_create(_CLOCK_MONOTONIC, _TFD_NONBLOCK | _TFD_CLOEXEC)
             if fd >= 0:
@@ -90,10 +94,10 @@ class Alarm:
             self._fd = -1
 
     def _settime(self, at_ns: int) -> None:
-        value = _Timespec(at_ns // 1_000_000_000, at_ns % 1_000_000_000)
-        spec = _Itimerspec(_Timespec(0, 0), value)
+        value = self._spec.it_value
+        value.tv_sec, value.tv_nsec = divmod(at_ns, 1_000_000_000)
         assert _LIBC is not None
-        if _LIBC.timerfd_settime(self._fd, _TFD_TIMER_ABSTIME, ctypes.byref(spec), None) != 0:
+        if _LIBC.timerfd_settime(self._fd, _TFD_TIMER_ABSTIME, self._spec_at, None) != 0:
             err = ctypes.get_errno()
             raise OSError(err, f"timerfd_settime: {os.strerror(err)}")
 

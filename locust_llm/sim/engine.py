@@ -165,21 +165,26 @@ class PacingEngine:
 
     def advance(self, now_ns: int) -> list[Emission]:
         out: list[Emission] = []
-        heap = self._heap
-        while heap and heap[0][0] <= now_ns:
-            due_ns, seq_id = heapq.heappop(heap)
-            run = self._running.get(seq_id)
+        heap, running, itl_ns = self._heap, self._running, self._itl_ns
+        while heap:
+            due_ns, seq_id = heap[0]
+            if due_ns > now_ns:
+                break
+            run = running.get(seq_id)
             if run is None:
+                heapq.heappop(heap)
                 continue
-            last = run.next_index >= run.seq.output_tokens - 1
-            out.append(Emission(seq_id, run.next_index, due_ns, last))
-            if last:
-                del self._running[seq_id]
+            index = run.next_index
+            if index >= run.seq.output_tokens - 1:
+                heapq.heappop(heap)
+                out.append(Emission(seq_id, index, due_ns, True))
+                del running[seq_id]
                 self.finished += 1
                 self._admit_waiting(due_ns)
-            else:
-                run.next_index += 1
-                heapq.heappush(heap, (due_ns + self._itl_ns, seq_id))
+            else:  # its next token takes its place in the heap: one sift instead of a pop and a push
+                run.next_index = index + 1
+                heapq.heapreplace(heap, (due_ns + itl_ns, seq_id))
+                out.append(Emission(seq_id, index, due_ns, False))
         return out
 
     def _admit(self, seq: SeqRequest, at_ns: int) -> None:

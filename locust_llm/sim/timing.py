@@ -41,7 +41,7 @@ from typing import Any
 
 from locust_llm.histogram import Histogram
 
-__all__ = ["EARLY_NS", "MAX_LEAD_NS", "WINDOW", "EmissionError", "WriteLead"]
+__all__ = ["EARLY_NS", "FILE_EVERY", "MAX_LEAD_NS", "WINDOW", "EmissionError", "WriteLead"]
 
 EARLY_NS = 500_000
 """The timer fires this much before a step ends: asyncio's timers wake up to 1 ms late (epoll's millisecond timeout),
@@ -52,6 +52,9 @@ MAX_LEAD_NS = 10_000_000
 
 WINDOW = 15
 """Steps (that wrote tokens) the estimates are medians over: 0.3 s of 20 ms steps."""
+
+FILE_EVERY = 4096
+"""Token errors (or delivered intervals) :class:`EmissionError` gathers before filing them at once."""
 
 _START_WRITE_NS = 5_000
 """The cost of one write assumed before the first step has been measured."""
@@ -102,40 +105,55 @@ class WriteLead:
 
 class EmissionError:
     """Every token's ``|written - due|`` and, apart, the earliness of those written early; the TTFT and ITL the
-    streams were delivered (module docstring)."""
+    streams were delivered (module docstring). A step's values wait in lists and are filed
+    :data:`FILE_EVERY` at a time (numpy does the per-value work, :meth:`Histogram.record_values`), or when the
+    figures are read or cleared: the histograms are the same as filed one by one."""
 
-    __slots__ = ("early", "error", "itl", "ttft")
+    __slots__ = ("_errors", "_firsts", "_gaps", "early", "error", "itl", "ttft")
 
     def __init__(self) -> None:
         self.error = Histogram()
         self.early = Histogram()
         self.ttft = Histogram()
         self.itl = Histogram()
+        self._errors: list[int] = []
+        self._firsts: list[int] = []
+        self._gaps: list[int] = []
 
     def clear(self) -> None:
         for histogram in (self.error, self.early, self.ttft, self.itl):
             histogram.clear()
-
-    def deliver(self, firsts: list[int], gaps: list[int]) -> None:
-        """File a step's delivered TTFTs (its streams' first tokens) and ITLs, in nanoseconds."""
-        self.ttft.record_many(firsts)
-        self.itl.record_many(gaps)
+        for pending in (self._errors, self._firsts, self._gaps):
+            pending.clear()
 
     def add(self, errors: list[int], late_ns: int) -> int:
-        """File the ``written - due`` of a step's tokens; returns how many were over ``late_ns`` late."""
-        record, early = self.error.record, self.early.record
-        late = 0
-        for error in errors:
-            if error >= 0:
-                if error > late_ns:
-                    late += 1
-            else:
-                error = -error
-                early(error)
-            record(error)
-        return late
+        """Take the ``written - due`` of a step's tokens (ns); returns how many were over ``late_ns`` late."""
+        pending = self._errors
+        pending += errors
+        if len(pending) >= FILE_EVERY:
+            self.file()
+        return sum(error > late_ns for error in errors)
+
+    def deliver(self, firsts: list[int], gaps: list[int]) -> None:
+        """Take a step's delivered TTFTs (its streams' first tokens) and ITLs, in nanoseconds."""
+        self._firsts += firsts
+        pending = self._gaps
+        pending += gaps
+        if len(pending) >= FILE_EVERY:
+            self.file()
+
+    def file(self) -> None:
+        """File every value taken and not filed yet."""
+        errors = self._errors
+        self.error.record_values([-e if e < 0 else e for e in errors] if errors and min(errors) < 0 else errors)
+        self.early.record_values([-e for e in errors if e < 0])
+        self.ttft.record_values(self._firsts)
+        self.itl.record_values(self._gaps)
+        for pending in (errors, self._firsts, self._gaps):
+            pending.clear()
 
     def stats(self) -> dict[str, Any]:
+        self.file()
         early = self.early
         return {
             "lateness_ms": _summary(self.error),

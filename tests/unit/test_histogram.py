@@ -200,3 +200,27 @@ def test_gap_runs_beyond_numpy_s_exact_range_take_the_loop(big):
         alone.record_gaps(run)
     together.record_gap_runs(runs, vector_min=0)
     assert together == alone and together.max == big - 1
+
+
+@given(st.sampled_from([0, 7, 255, 256, 700]), st.lists(values_ns, max_size=10), st.integers(2, 16), st.data())
+def test_record_values_equals_recording_each_value(size, before, precision, data):
+    """From VECTOR_MIN_GAPS values on numpy does the per-value work: the same buckets, count, sum, min and max,
+    negative values clamped to 0, as one record call per value (which the shorter lists take)."""
+    values = data.draw(st.lists(st.integers(min_value=-(10**9), max_value=10**13), min_size=size, max_size=size))
+    one_by_one, at_once = Histogram(1000, precision), Histogram(1000, precision)
+    one_by_one.record_many(before)
+    at_once.record_many(before)
+    for value in values:
+        one_by_one.record(value)
+    at_once.record_values(values)
+    assert at_once == one_by_one and at_once.count == len(before) + size
+
+
+@pytest.mark.parametrize("big", [2**52, 2**70, 2**62 // 300])
+def test_record_values_beyond_numpy_s_exact_range_take_the_loop(big):
+    values = [5_000] * 299 + [big]
+    one_by_one, at_once = Histogram(), Histogram()
+    for value in values:
+        one_by_one.record(value)
+    at_once.record_values(values)
+    assert at_once == one_by_one and at_once.max == big and at_once.sum == 5_000 * 299 + big

@@ -1,6 +1,9 @@
+import random
+
 import pytest
 
-from locust_llm.sim.timing import EARLY_NS, MAX_LEAD_NS, WINDOW, EmissionError, WriteLead
+from locust_llm.histogram import Histogram
+from locust_llm.sim.timing import EARLY_NS, FILE_EVERY, MAX_LEAD_NS, WINDOW, EmissionError, WriteLead
 
 
 def test_before_any_step_the_lead_is_the_timer_jitter_alone():
@@ -94,3 +97,29 @@ def test_the_write_cost_is_the_median_weighted_by_writes():
     assert lead.write_ns == 5_000
     lead.observe(100, 0, 100 * 7_000)
     assert lead.write_ns == 7_000  # half of 220 writes is reached in the 7 us step
+
+
+@pytest.mark.parametrize("tokens", [10, FILE_EVERY + 1, 3 * FILE_EVERY + 17])
+def test_steps_filed_in_bulk_give_the_histograms_of_every_token_filed_alone(tokens):
+    """A step's errors and intervals wait in lists and are filed FILE_EVERY at a time, or when read: whatever the
+    step sizes, the figures are those of one record per value, and every late one is counted at once."""
+    rng = random.Random(tokens)
+    emission = EmissionError()
+    error, early, ttft, itl = Histogram(), Histogram(), Histogram(), Histogram()
+    late_ns, counted, late = 5_000_000, 0, 0
+    while counted < tokens:
+        step = [rng.randint(-3_000_000, 40_000_000) for _ in range(min(rng.randint(1, 700), tokens - counted))]
+        firsts = [rng.randint(190_000_000, 260_000_000) for _ in range(rng.randint(0, 3))]
+        gaps = [rng.randint(0, 60_000_000) for _ in step]
+        counted += len(step)
+        assert emission.add(step, late_ns) == sum(e > late_ns for e in step)
+        late += sum(e > late_ns for e in step)
+        emission.deliver(firsts, gaps)
+        for e in step:
+            error.record(abs(e))
+            if e < 0:
+                early.record(-e)
+        ttft.record_many(firsts)
+        itl.record_many(gaps)
+    assert emission.stats()["lateness_ms"]["count"] == tokens and late > 0
+    assert (emission.error, emission.early, emission.ttft, emission.itl) == (error, early, ttft, itl)
