@@ -41,6 +41,14 @@ _HTTP_FAULTS = {
 }
 
 
+class _EventStream(web.StreamResponse):
+    """A streamed answer whose head leaves with its first chunk, in one write (aiohttp buffers the head until the
+    first body write when ``_send_headers_immediately`` is false, as its ``Response`` does): one system call and one
+    client wake-up fewer per request."""
+
+    _send_headers_immediately = False
+
+
 def _error(
     status: int, message: str, err_type: str, code: str | None = None, param: str | None = None, **headers: str
 ) -> web.Response:
@@ -144,7 +152,7 @@ class SimServer:
         headers = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
         if close:
             headers["Connection"] = "keep-alive"
-        resp = web.StreamResponse(headers=headers)
+        resp = _EventStream(headers=headers)
         resp.enable_chunked_encoding()
         stream = Stream(
             seq_id, chat.model, chat.prompt_tokens, output, request.transport, chat.include_usage,
