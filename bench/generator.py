@@ -16,6 +16,9 @@ fell behind is left out; a single pair decides only outside one run's noise, so 
 compare errors against what the server actually delivered (``*_vs_sent_ms``: a generator's p99 minus the p99 of the
 TTFT and ITL the server measured as its writes returned, ``/sim/stats`` ``delivered_ms``), so the server's own
 lateness is in neither; the ``*_err_ms`` columns are against the schedule (TTFT 200 ms, ITL 20 ms).
+``server_steal_pct``: the share of the server's core the host took in the window (``steal`` in /proc/stat), which is
+what makes a server on a shared VM fall behind; ``steal_pct``: the same for the generator's core, whose stalls are in
+the generator's errors (the floor's too, when its run had them).
 CPU is read from /proc over the steady window (after the warm-up). With
 ``--tls`` each also runs over HTTPS (the server's certificate from its own CA, trusted with ``--ca-bundle``), so
 the cost of decrypting every token record shows against plain HTTP and against the reference over TLS. With
@@ -37,7 +40,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import PY, ROOT, cores, cpu_s, pinned, start_server, stop, table
+from _common import PY, ROOT, cores, cpu_s, pinned, start_server, steal_s, stop, table
 from _verdict import SERVER_BEHIND_PCT, always, cpu_ratio, difference, disturbed, judge, near
 
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
@@ -74,27 +77,46 @@ class Window:
     late_tokens: int
     """Of ``tokens``, those the server wrote over 5 ms late."""
     wall_s: float
+    server_steal_s: float
+    """CPU time the host took from the server's core in the window (``/proc/stat`` steal)."""
+    steal_s: float
+    """The same for the generator's core."""
     server: dict
     """The server's ``/sim/stats`` at the window's end: its lateness and what it delivered, over the window."""
     out: str
 
 
-def measure(cmd: list[str], core: int | None, origin: str, seconds: float, startup_s: float) -> Window:
-    """Run ``cmd`` (pinned to ``core``) for its ``seconds``; measure its CPU and the tokens the server streamed
-    between the end of start-up plus warm-up and 2 s before its end; wait for it to finish."""
+def measure(
+    cmd: list[str], core: int | None, origin: str, seconds: float, startup_s: float, server_core: int | None = None
+) -> Window:
+    """Run ``cmd`` (pinned to ``core``) for its ``seconds``; measure its CPU, the tokens the server streamed and what
+    the host took from the server's core (``server_core``; every core when ``None``) and from ``core``, between the
+    end of start-up plus warm-up and 2 s before its end; wait for it to finish."""
     proc = subprocess.Popen(pinned(cmd, core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     time.sleep(startup_s + WARMUP_S)
     sim_call(origin, "/sim/reset-lateness", post=True)  # the server's lateness over the window measured, not start-up
-    cpu0, (tokens0, late0, _) = cpu_s(proc.pid), served_tokens(origin)
+    cpu0, (tokens0, late0, _), steal0, own0 = (
+        cpu_s(proc.pid),
+        served_tokens(origin),
+        steal_s(server_core),
+        steal_s(core),
+    )
     t0 = time.monotonic()
     time.sleep(seconds - WARMUP_S - 2.0)
-    cpu1, (tokens1, late1, stats) = cpu_s(proc.pid), served_tokens(origin)
+    cpu1, (tokens1, late1, stats), steal1, own1 = (
+        cpu_s(proc.pid),
+        served_tokens(origin),
+        steal_s(server_core),
+        steal_s(core),
+    )
     wall = time.monotonic() - t0
     out, _ = proc.communicate(timeout=seconds + 120)
-    return Window(cpu1 - cpu0, tokens1 - tokens0, late1 - late0, wall, stats, out)
+    return Window(cpu1 - cpu0, tokens1 - tokens0, late1 - late0, wall, steal1 - steal0, own1 - own0, stats, out)
 
 
-def run_generator(kind: str, url: str, streams: int, seconds: float, core: int | None) -> dict:
+def run_generator(
+    kind: str, url: str, streams: int, seconds: float, core: int | None, server_core: int | None = None
+) -> dict:
     origin = url.rsplit("/v1", 1)[0]
     with tempfile.TemporaryDirectory() as tmp:
         if kind.startswith("locust-llm"):
@@ -110,7 +132,7 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
                    str(seconds), str(WARMUP_S), *([CA[origin]] if origin in CA else [])]  # fmt: skip
             cmd += ["asyncio"] if kind == "raw-asyncio" else []
         reference = kind in ("aiohttp", *FLOORS)
-        w = measure(cmd, core, origin, seconds, startup_s=0.5 if reference else 2.5)
+        w = measure(cmd, core, origin, seconds, 0.5 if reference else 2.5, server_core)
         out = w.out
         row = json.loads(out.strip().splitlines()[-1]) if reference else _steps_row(Path(tmp) / "run_llm_steps.csv")
     cpu, tokens, wall = w.cpu_s, w.tokens, w.wall_s
@@ -132,6 +154,8 @@ def run_generator(kind: str, url: str, streams: int, seconds: float, core: int |
         "streams_per_core_at_80pct": round(0.8 / (cpu / tokens) / (1000 / ITL_MS)) if tokens else "-",
         "server_late_p99_ms": round(w.server["lateness_ms"]["p99"], 2),
         "server_late_5ms_pct": round(100 * w.late_tokens / tokens, 2) if tokens else "-",
+        "server_steal_pct": round(100 * w.server_steal_s / wall, 1),
+        "steal_pct": round(100 * w.steal_s / wall, 1),
     }
 
 
@@ -212,7 +236,8 @@ def verdicts(rows: list[dict]) -> list[str]:
         runs.setdefault((row["generator"], row["streams"]), []).append(row)
     lines = [
         f"{row['streams']:>4} streams: a {row['generator']} run left out: the pacing server fell behind "
-        f"({row['server_late_5ms_pct']} % of its tokens over 5 ms late > {SERVER_BEHIND_PCT} %)"
+        f"({row['server_late_5ms_pct']} % of its tokens over 5 ms late > {SERVER_BEHIND_PCT} %"
+        + (f"; the host took {row['server_steal_pct']} % of its core)" if "server_steal_pct" in row else ")")
         for row in rows
         if disturbed(row)
     ]
@@ -259,7 +284,7 @@ def _one(kind: str, streams: int, tls: bool, seconds: float, server_core: int | 
         CA[url.rsplit("/v1", 1)[0]] = f"{certs}/sim-ca.pem"
     try:
         print(f"  {kind} at {streams} streams{' over TLS' if tls else ''} ...", file=sys.stderr, flush=True)
-        return run_generator(kind, url, streams, seconds, gen_core)
+        return run_generator(kind, url, streams, seconds, gen_core, server_core)
     finally:
         stop(proc)
         shutil.rmtree(certs, ignore_errors=True)

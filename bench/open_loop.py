@@ -76,7 +76,7 @@ def main() -> None:
         try:
             print(f"  {kind} ...", file=sys.stderr, flush=True)
             if kind.endswith("(closed loop)"):
-                row = run_generator("locust-llm", url, args.streams, args.seconds, gen_core)
+                row = run_generator("locust-llm", url, args.streams, args.seconds, gen_core, server_core)
                 keep = ("us_per_token", "cpu_pct", "ttft_p50_err_ms", "itl_p99_err_ms")
                 client = {"ttft_p99_err_ms": row["client_ttft_p99_err_ms"]}
                 rows.append(

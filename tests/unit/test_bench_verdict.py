@@ -115,3 +115,24 @@ def test_one_pair_never_decides_an_accuracy_goal(ttft):
     rows = [run("locust-llm", 30.0, ttft=ttft), run("raw", 20.0)] * 2  # two pairs that agree do decide
     (line,) = lines_about(verdicts(rows), "ttft_p99_vs_sent_ms")
     assert line.endswith(": met)" if ttft < 1 else ": NOT met)")
+
+
+def test_the_hosts_share_of_a_core_is_read_from_its_steal_column():
+    from _common import TICKS, steal_s
+
+    stat = (
+        "cpu  2797205 545 697303 10421003 28395 0 220243 430535 0 0\n"
+        "cpu0 1038880 271 304963 5578186 4629 0 140935 202381 0 0\n"
+        "cpu1 1758325 273 392340 4842816 23765 0 79308 228153 0 0\n"
+        "cpu2 1 2 3 4\n"
+        "intr 123\n"
+    )
+    assert steal_s(1, stat) == 228153 / TICKS and steal_s(None, stat) == 430535 / TICKS
+    assert steal_s(2, stat) == 0.0 and steal_s(7, stat) == 0.0  # a kernel without the column; no such core
+    assert steal_s(0) >= 0.0  # this machine's own /proc/stat
+
+
+def test_a_left_out_run_says_how_much_of_its_core_the_host_took():
+    ours = run("locust-llm", 8.0, late=6.0, behind=2.3)
+    lines = verdicts([{**ours, "server_steal_pct": 14.2}, run("raw", 5.0)])
+    assert lines_about(lines, "a locust-llm run left out", "2.3 %", "the host took 14.2 % of its core")
