@@ -17,7 +17,7 @@ runs in place when the socket is readable, like an asyncio ``Protocol.data_recei
 3. anything else has its chunked framing taken off, by :class:`~locust_llm.users.chunked.Unchunker` when the
    response's parser has seen only the head (:func:`locust_llm.users.wire.post`), else by ``response.feed``
    (geventhttpclient's C parser), into the body buffer, where every complete line is decoded as SSE, each event's
-   data to ``on_data`` with that stamp (:func:`_events`: the usual one-line event is cut out directly; comments,
+   data to ``on_data`` with that stamp (:func:`decode_events`: the usual one-line event is cut out directly; comments,
    ``event:`` fields, multi-line data or CRLF line ends go line by line through the SSE decoder, which gives the
    same events); a read whose body is one one-line event, with nothing buffered, goes to ``on_data`` directly.
 
@@ -68,7 +68,7 @@ from gevent.hub import Waiter, get_hub
 from locust_llm.sse import SSEDecoder, TokenShape, is_content_literal
 from locust_llm.users.chunked import Unchunker
 
-__all__ = ["RECV_BYTES", "Tokens", "pump", "pumpable", "turn_cell", "wait_readable"]
+__all__ = ["RECV_BYTES", "Tokens", "decode_events", "pump", "pumpable", "turn_cell", "wait_readable"]
 
 RECV_BYTES = 65536
 """One ``recv`` takes everything that has arrived (at most this): a token is a few hundred bytes."""
@@ -127,10 +127,10 @@ def pump(
             return (len(piece) > 8 and on_data(piece[6:-2], now)) or response.message_complete
         if piece:
             buffer.extend(piece)
-        return _events(buffer, decoder, on_data, now) or response.message_complete
+        return decode_events(buffer, decoder, on_data, now) or response.message_complete
 
     now = clock()
-    if _events(buffer, decoder, on_data, now) or (body and take(body, now)) or response.message_complete:
+    if decode_events(buffer, decoder, on_data, now) or (body and take(body, now)) or response.message_complete:
         return
     turn = turn_cell(clock)
     hub = get_hub()
@@ -249,9 +249,10 @@ def _usual(
     return b"\r\ndata: " + prefix, suffix + b"\n\n\r\n"
 
 
-def _events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -> bool:
+def decode_events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -> bool:
     """Decode every complete line in ``buffer`` (removing them), each event's data to ``on_data``; True as soon as
-    it says hand back, with the lines not yet decoded put back at the front of ``buffer``."""
+    it says hand back, with the lines not yet decoded put back at the front of ``buffer``. The pump's, and the TLS
+    read loop's (:mod:`.stream`)."""
     end = buffer.rfind(b"\n")
     if end < 0:
         return False

@@ -2,18 +2,18 @@
 
 The body is read line by line as bytes arrive (Locust's ``iter_lines``/``iter_content`` read 1 KiB blocks and batch
 tokens; see DESIGN.md "Hot path"): over plain HTTP in the event loop's read callback (:mod:`.pump`, no greenlet switch
-per token), over TLS and for whatever the pump hands back line by line, as ``readline(b"\\n")`` cuts them. Each SSE
-event is stamped with ``time.perf_counter_ns()`` when the bytes of its terminating blank line have been received: by
-the pump, with the start of the loop's turn in which they were read; over TLS, with the start of the turn in which
-the greenlet that read them was woken when it had waited for them (:func:`_lines`). Failures are classified
-(:class:`~locust_llm.metrics.Outcome`) with a readable message from which secrets are removed.
+per token), over TLS and for whatever the pump hands back after each read of the parser's body, as the pump decodes
+(:func:`_read_rest`). Each SSE event is stamped with ``time.perf_counter_ns()`` when the bytes of its terminating
+blank line have been received: by the pump, with the start of the loop's turn in which they were read; over TLS,
+with the start of the turn in which the greenlet that read them was woken when it had waited for them. Failures are
+classified (:class:`~locust_llm.metrics.Outcome`) with a readable message from which secrets are removed.
 """
 
 from __future__ import annotations
 
 import errno
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
 
@@ -30,7 +30,7 @@ from locust_llm.sse import (
     reply_text,
 )
 from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
-from locust_llm.users.pump import Tokens, pump, pumpable, turn_cell
+from locust_llm.users.pump import Tokens, decode_events, pump, pumpable, turn_cell
 from locust_llm.users.wire import header, is_event_stream, post
 
 __all__ = ["run_stream"]
@@ -109,7 +109,6 @@ def _read_events(
     :mod:`.wire`)."""
     result = attempt.result
     decoder = SSEDecoder()
-    feed_line = decoder.feed_line
     tokens = Tokens(TokenShape(), result.token_ns, attempt.reply_slices)  # the shape: learned from the first token
     shape, token_ns, slices = tokens.shape, tokens.token_ns, tokens.slices
 
@@ -137,10 +136,8 @@ def _read_events(
             return
     elif unparsed:
         response.feed(unparsed)
-    for line, now in _lines(response, clock):
-        event = feed_line(line)
-        if event is not None and on_data(event.data, clock() if now is None else now):
-            return
+    if _read_rest(response, decoder, on_data, clock):
+        return
     if not tokens.done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
         for event in decoder.feed(_leftover(response)) + decoder.finish():
             tokens.done = _on_event(event.data, clock(), result, attempt, shape) or tokens.done
@@ -152,40 +149,43 @@ def _read_events(
         result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{progress(result)}")
 
 
-def _lines(response: Any, clock: Clock) -> Iterator[tuple[bytes, int | None]]:
-    """The body's lines, as ``response.readline(b"\\n")`` returns them, each with its stamp (module docstring): with
-    the real clock, the stamp of the read that brought its last byte. A read during which the loop turned (the greenlet
-    waited for the socket) is stamped with the start of the turn it was woken in: its bytes were readable when that
-    turn's poll returned, and the greenlets woken before it in the turn (each decrypting, and maybe recording a request
-    and sending the next) are not added. A read that did not wait, and the lines already buffered, are stamped when it
-    returned. As with the pump, a record whose last bytes came after the poll is stamped early by at most that turn's
-    length: a record split across segments, or one read on after the wake-up was for a TLS session message (a new
-    connection's tickets; the response head, read inside ``post``, meets those, which is why bytes that come with the
-    head are not given the head's turn) or after a wait to write. With another clock (the tests' scripted ones) the
-    stamp is ``None``: the caller takes ``clock()`` for each event when it is decoded, as before."""
+def _read_rest(response: Any, decoder: SSEDecoder, on_data: Callable[[bytes, int], bool], clock: Clock) -> bool:
+    """Read the rest of the body through the response's parser (over TLS, and whatever the pump handed back), each
+    event's data to ``on_data``; True when it said hand back. After every read, every complete line in the body
+    buffer is decoded as the pump decodes (:func:`~locust_llm.users.pump.decode_events`: the usual one-line event
+    cut out whole, anything else line by line), so a line without its newline waits for the next read, as
+    ``readline(b"\n")`` would leave it.
+
+    Stamps (module docstring): with the real clock, an event is stamped by the read that brought its last byte. A read
+    during which the loop turned (the greenlet waited for the socket) is stamped with the start of the turn it was
+    woken in: its bytes were readable when that turn's poll returned, and the greenlets woken before it in the turn
+    (each decrypting, and maybe recording a request and sending the next) are not added. A read that did not wait,
+    and the lines already buffered, are stamped when it returned. As with the pump, a record whose last bytes came
+    after the poll is stamped early by at most that turn's length: a record split across segments, or one read on
+    after the wake-up was for a TLS session message (a new connection's tickets; the response head, read inside
+    ``post``, meets those, which is why bytes that come with the head are not given the head's turn) or after a wait
+    to write. With another clock (the tests' scripted ones) the lines are read with ``readline`` and each event is
+    stamped with ``clock()`` when it is decoded, as before."""
     turn = turn_cell(clock)
     if turn is None:
-        readline = response.readline
+        feed_line, readline = decoder.feed_line, response.readline
         while line := readline(b"\n"):
-            yield line, None
-        return
+            event = feed_line(line)
+            if event is not None and on_data(event.data, clock()):
+                return True
+        return False
     buffer = response._body_buffer
-    stamp = clock()
-    while True:
-        end = buffer.find(b"\n") + 1
-        if end:
-            line = bytes(buffer[:end])
-            del buffer[:end]
-            yield line, stamp
-        elif response.message_complete:
-            return
-        else:
-            sock = response._sock
-            if sock is None:
-                raise HTTPConnectionClosed("connection closed.")
-            turns = turn[1]
-            response.feed(sock.recv(response.block_size))
-            stamp = clock() if turn[1] == turns else turn[0]
+    now = clock()
+    while not decode_events(buffer, decoder, on_data, now):
+        if response.message_complete:
+            return False
+        sock = response._sock
+        if sock is None:
+            raise HTTPConnectionClosed("connection closed.")
+        turns = turn[1]
+        response.feed(sock.recv(response.block_size))
+        now = clock() if turn[1] == turns else turn[0]
+    return True
 
 
 def _leftover(response: Any) -> bytes:

@@ -215,7 +215,7 @@ from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from locust_llm.sse import SSEDecoder  # noqa: E402
-from locust_llm.users.pump import _events  # noqa: E402
+from locust_llm.users.pump import decode_events  # noqa: E402
 
 payloads = st.sampled_from([b"{}", b"STOP", b"x", b'{"a": 1}', b"[DONE]", b"", b" spaced", b"da:ta"])
 lines_of_event = st.lists(
@@ -255,7 +255,7 @@ def test_the_cutter_gives_the_decoders_events_for_any_split_and_hand_back(stream
     for size in [*cuts, len(stream)]:
         buffer += stream[position : position + size]
         position += size
-        while _events(buffer, decoder, on_data, 0):  # handed back: the rest is still in the buffer, in order
+        while decode_events(buffer, decoder, on_data, 0):  # handed back: the rest is still in the buffer, in order
             pass
     assert got == reference(stream)
 
@@ -271,9 +271,9 @@ def test_the_cutter_gives_the_decoders_events_for_any_split_and_hand_back(stream
 )
 def test_handing_back_keeps_every_undecoded_byte(first, second):
     decoder, buffer, got = SSEDecoder(), bytearray(first), []
-    stopped = _events(buffer, decoder, lambda data, _now: got.append(data) or data == b"STOP", 0)
+    stopped = decode_events(buffer, decoder, lambda data, _now: got.append(data) or data == b"STOP", 0)
     buffer += second
-    while _events(buffer, decoder, lambda data, _now: got.append(data) or False, 0):
+    while decode_events(buffer, decoder, lambda data, _now: got.append(data) or False, 0):
         pass
     assert got == reference(first + second)
     assert stopped == (b"STOP" in got)
@@ -533,7 +533,7 @@ def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_eac
     with the turn's start, taken after the poll and before the timer's work. Stamped as each callback ran, they
     would differ and all come after the timer's work (libev runs a turn's timers before its reads). Over HTTPS each
     stream's greenlet, woken in that turn from its wait for the socket, reads and stamps its own bytes, one after
-    the other: the same rule (``users/stream.py`` ``_lines``)."""
+    the other: the same rule (``users/stream.py`` ``_read_rest``)."""
     certs = make_certificates(str(tmp_path)) if scheme == "https" else None
     turn = Turn(answered=5, clock=time.perf_counter_ns, certs=certs)
     worked = []
