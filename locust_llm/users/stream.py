@@ -30,6 +30,7 @@ from locust_llm.sse import (
     reply_text,
 )
 from locust_llm.users.attempt import Attempt, FirstToken, preview, progress
+from locust_llm.users.chunked import Unchunker
 from locust_llm.users.pump import Tokens, decode_events, pump, pumpable, turn_cell
 from locust_llm.users.wire import header, is_event_stream, post
 
@@ -130,13 +131,16 @@ def _read_events(
             on_first_token = None
         return result.outcome is not Outcome.OK
 
+    unchunker = None
     if pumpable(response):  # plain HTTP: the body is read in the hub's callback (users/pump.py)
         pump(response, decoder, on_data, clock, unparsed, tokens)
         if result.outcome is not Outcome.OK:
             return
-    elif unparsed:
-        response.feed(unparsed)
-    if _read_rest(response, decoder, on_data, clock):
+    elif unparsed is not None:  # TLS, the head read by wire.post: the chunked framing is taken off by us too
+        unchunker = Unchunker(response)
+        if unparsed:
+            response._body_buffer.extend(unchunker.unframe(unparsed))
+    if _read_rest(response, decoder, on_data, clock, unchunker):
         return
     if not tokens.done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
         for event in decoder.feed(_leftover(response)) + decoder.finish():
@@ -149,12 +153,19 @@ def _read_events(
         result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{progress(result)}")
 
 
-def _read_rest(response: Any, decoder: SSEDecoder, on_data: Callable[[bytes, int], bool], clock: Clock) -> bool:
-    """Read the rest of the body through the response's parser (over TLS, and whatever the pump handed back), each
-    event's data to ``on_data``; True when it said hand back. After every read, every complete line in the body
-    buffer is decoded as the pump decodes (:func:`~locust_llm.users.pump.decode_events`: the usual one-line event
-    cut out whole, anything else line by line), so a line without its newline waits for the next read, as
-    ``readline(b"\n")`` would leave it.
+def _read_rest(
+    response: Any,
+    decoder: SSEDecoder,
+    on_data: Callable[[bytes, int], bool],
+    clock: Clock,
+    unchunker: Unchunker | None = None,
+) -> bool:
+    """Read the rest of the body (over TLS, and whatever the pump handed back), each event's data to ``on_data``;
+    True when it said hand back. Each read is unframed by ``unchunker`` (TLS with a head :func:`.wire.post` read, so
+    that the parser has seen none of the body, :mod:`.chunked`), else fed to the response's parser. After every
+    read, every complete line in the body buffer is decoded as the pump decodes
+    (:func:`~locust_llm.users.pump.decode_events`: the usual one-line event cut out whole, anything else line by
+    line), so a line without its newline waits for the next read, as ``readline(b"\n")`` would leave it.
 
     Stamps (module docstring): with the real clock, an event is stamped by the read that brought its last byte. A read
     during which the loop turned (the greenlet waited for the socket) is stamped with the start of the turn it was
@@ -164,10 +175,11 @@ def _read_rest(response: Any, decoder: SSEDecoder, on_data: Callable[[bytes, int
     after the poll is stamped early by at most that turn's length: a record split across segments, or one read on
     after the wake-up was for a TLS session message (a new connection's tickets; the response head, read inside
     ``post``, meets those, which is why bytes that come with the head are not given the head's turn) or after a wait
-    to write. With another clock (the tests' scripted ones) the lines are read with ``readline`` and each event is
-    stamped with ``clock()`` when it is decoded, as before."""
+    to write. With another clock (the tests' scripted ones) a read is stamped with ``clock()`` when it returned, as
+    the pump does; and when the parser reads the body, the lines are read with ``readline`` and each event is
+    stamped with ``clock()`` when it is decoded."""
     turn = turn_cell(clock)
-    if turn is None:
+    if turn is None and unchunker is None:
         feed_line, readline = decoder.feed_line, response.readline
         while line := readline(b"\n"):
             event = feed_line(line)
@@ -182,9 +194,15 @@ def _read_rest(response: Any, decoder: SSEDecoder, on_data: Callable[[bytes, int
         sock = response._sock
         if sock is None:
             raise HTTPConnectionClosed("connection closed.")
-        turns = turn[1]
-        response.feed(sock.recv(response.block_size))
-        now = clock() if turn[1] == turns else turn[0]
+        turns = -1 if turn is None else turn[1]
+        data = sock.recv(response.block_size)
+        if unchunker is None or unchunker.handed:
+            response.feed(data)  # b"": the end of the file, which the parser judges
+        elif data:
+            buffer.extend(unchunker.unframe(data))
+        else:
+            unchunker.end_of_file()
+        now = turn[0] if turn is not None and turn[1] != turns else clock()
     return True
 
 

@@ -10,8 +10,9 @@ back unparsed, for :class:`~locust_llm.users.chunked.Unchunker`; in every other 
 once, which leaves the response as ``HTTPClient.request`` would have.
 
 The request line and headers are built by ``HTTPClient._build_request`` once per client, URI and headers, with the
-body's length filled in per request. ``HTTPClient.request`` itself sends the request over TLS (the readline loop
-reads those), through a proxy, and with ``Expect``, ``Transfer-Encoding`` or ``Content-Length`` request headers. The
+body's length filled in per request. Over TLS the pool's socket is the TLS one, and the same reads and writes go
+through it. ``HTTPClient.request`` itself sends the request through a proxy, and with ``Expect``,
+``Transfer-Encoding`` or ``Content-Length`` request headers. The
 parser is given everything read (and reads on itself) for a head that does not end in ``\\r\\n\\r\\n`` within
 :data:`HEAD_LIMIT` bytes, or that starts an interim ``1xx`` answer.
 
@@ -131,9 +132,9 @@ def _head(http: Any, uri: str, headers: dict[str, str]) -> tuple[bytes, bytes] |
 
 
 def _own_path(http: Any, headers: dict[str, str]) -> bool:
-    """Whether :func:`post` sends it (a ``geventhttpclient`` client that has the pieces it uses, plain HTTP/1.1, no
-    proxy, none of :data:`_SENT_BY_REQUEST`); else ``HTTPClient.request`` does."""
-    if getattr(http, "ssl", True) or getattr(http, "use_proxy", True) or getattr(http, "version", "") != "HTTP/1.1":
+    """Whether :func:`post` sends it (a ``geventhttpclient`` client that has the pieces it uses, HTTP/1.1 over TCP
+    or TLS, no proxy, none of :data:`_SENT_BY_REQUEST`); else ``HTTPClient.request`` does."""
+    if getattr(http, "use_proxy", True) or getattr(http, "version", "") != "HTTP/1.1":
         return False
     if not all(hasattr(http, name) for name in ("_build_request", "_connection_pool", "block_size", "headers_type")):
         return False

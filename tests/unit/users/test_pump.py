@@ -581,3 +581,35 @@ def test_an_https_read_that_did_not_wait_is_stamped_when_it_returned_not_with_it
         turn.close()
     assert result.outcome is Outcome.OK and len(result.token_ns) == 2
     assert result.token_ns[1] > wrote[0], (result.token_ns, wrote)
+
+
+def test_an_https_stream_with_a_plain_head_is_unframed_by_us_and_builds_no_parser(monkeypatch, tmp_path):
+    """Over HTTPS too the head is read by ``wire.post`` and the chunked body unframed by the ``Unchunker``: with a
+    plain head, ``geventhttpclient``'s response (its parser, a callback per chunk) is never built, and the last
+    chunk ends the message."""
+    import geventhttpclient.client as gclient
+    import geventhttpclient.response as gresponse
+
+    import locust_llm.users.head as head_module
+    import locust_llm.users.wire as wire
+
+    parsers = []
+
+    class Counted(gresponse.HTTPSocketPoolResponse):
+        def __init__(self, *a, **k):
+            parsers.append(self)
+            super().__init__(*a, **k)
+
+    for module in (wire, head_module, gclient):  # ours, and HTTPClient.request's (the path TLS took before)
+        monkeypatch.setattr(module, "HTTPSocketPoolResponse", Counted)
+    turn = Turn(answered=2, certs=make_certificates(str(tmp_path)))
+    try:
+        turn.spawn(2)
+        assert turn.started.wait(10), "the two streams did not get their first token"
+        for sock in turn.served:
+            sock.sendall(REST)
+        results = turn.results()
+    finally:
+        turn.close()
+    assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 2
+    assert parsers == []
