@@ -94,21 +94,16 @@ def measure(
     end of start-up plus warm-up and 2 s before its end; wait for it to finish."""
     proc = subprocess.Popen(pinned(cmd, core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     time.sleep(startup_s + WARMUP_S)
+
+    def sample() -> tuple[float, int, int, dict, float, float]:
+        tokens, late, stats = served_tokens(origin)
+        return cpu_s(proc.pid), tokens, late, stats, steal_s(server_core), steal_s(core)
+
     sim_call(origin, "/sim/reset-lateness", post=True)  # the server's lateness over the window measured, not start-up
-    cpu0, (tokens0, late0, _), steal0, own0 = (
-        cpu_s(proc.pid),
-        served_tokens(origin),
-        steal_s(server_core),
-        steal_s(core),
-    )
+    cpu0, tokens0, late0, _, steal0, own0 = sample()
     t0 = time.monotonic()
     time.sleep(seconds - WARMUP_S - 2.0)
-    cpu1, (tokens1, late1, stats), steal1, own1 = (
-        cpu_s(proc.pid),
-        served_tokens(origin),
-        steal_s(server_core),
-        steal_s(core),
-    )
+    cpu1, tokens1, late1, stats, steal1, own1 = sample()
     wall = time.monotonic() - t0
     out, _ = proc.communicate(timeout=seconds + 120)
     return Window(cpu1 - cpu0, tokens1 - tokens0, late1 - late0, wall, steal1 - steal0, own1 - own0, stats, out)

@@ -75,9 +75,14 @@ def _gap_array(runs: list[list[int]], vector_min: int) -> tuple[Any, int] | None
     except OverflowError:
         return None
     boundaries = np.cumsum(lengths[:-1], dtype=np.int64) - 1  # the differences across two runs: not gaps
-    gaps = np.maximum(np.delete(np.diff(flat), boundaries), 0)
-    top = int(gaps.max())
-    return None if top >= 1 << 52 or top * len(gaps) >= 1 << 62 else (gaps, top)
+    return _exact(np.maximum(np.delete(np.diff(flat), boundaries), 0))
+
+
+def _exact(values: Any) -> tuple[Any, int] | None:
+    """A non-empty int64 array of non-negative values and its maximum, or ``None`` when numpy's integers would not be
+    exact for it (a value of 2**52 or more, a sum that could pass 2**62)."""
+    top = int(values.max())
+    return None if top >= 1 << 52 or top * len(values) >= 1 << 62 else (values, top)
 
 
 class Histogram:
@@ -185,14 +190,12 @@ class Histogram:
         (as in :meth:`record_gap_runs`) when there are :data:`VECTOR_MIN_GAPS` or more and its integers are exact."""
         if len(values) >= VECTOR_MIN_GAPS:
             try:
-                array = np.maximum(np.fromiter(values, dtype=np.int64, count=len(values)), 0)
+                exact = _exact(np.maximum(np.fromiter(values, dtype=np.int64, count=len(values)), 0))
             except OverflowError:
-                array = None
-            if array is not None:
-                top = int(array.max())
-                if top < 1 << 52 and top * len(array) < 1 << 62:
-                    self._record_exact(array, top)
-                    return
+                exact = None
+            if exact is not None:
+                self._record_exact(*exact)
+                return
         for value in values:
             self.record(value)
 

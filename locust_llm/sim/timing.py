@@ -145,7 +145,7 @@ class EmissionError:
     def file(self) -> None:
         """File every value taken and not filed yet."""
         errors = self._errors
-        self.error.record_values([-e if e < 0 else e for e in errors] if errors and min(errors) < 0 else errors)
+        self.error.record_values(list(map(abs, errors)))
         self.early.record_values([-e for e in errors if e < 0])
         self.ttft.record_values(self._firsts)
         self.itl.record_values(self._gaps)

@@ -18,8 +18,8 @@ parser is given everything read (and reads on itself) for a head that does not e
 
 For a plain head (``HTTP/1.1 200``, chunked, kept alive, an event stream: :func:`~locust_llm.users.head.plain_head`)
 the response is a :class:`~locust_llm.users.head.StreamResponse`, which stands in for ``HTTPSocketPoolResponse``
-and builds it only when a byte must be handed to its parser. The request is sent with one ``send`` on the OS socket
-first (:func:`_send`).
+and builds it only when a byte must be handed to its parser. Over plain HTTP the request is sent with one ``send`` on
+the OS socket first (:func:`_send`).
 
 While it waits for the head, the user sleeps in :func:`~locust_llm.users.pump.wait_readable`: it is woken after the
 bytes that arrived for other streams in the same turn of the loop are read and stamped (:mod:`.pump`'s rule), not
