@@ -13,7 +13,8 @@ SWEEP = ("--headless", "--steps", "8,16,32,64", "--step-duration", "8s", "--max-
 
 
 def sweep(path, sim_args=""):
-    """One run of the sweep in ``path``; its summary.json."""
+    """One run of the sweep in ``path`` (made if missing); its summary.json."""
+    path.mkdir(parents=True, exist_ok=True)
     proc = run_locust(*SWEEP, f"--sim-args={sim_args}", "--csv", str(path / "run"), cwd=path)
     assert proc.returncode == 0, proc.stdout[-3000:]
     return path / "run_llm_summary.json"
