@@ -136,3 +136,13 @@ def test_a_left_out_run_says_how_much_of_its_core_the_host_took():
     ours = run("locust-llm", 8.0, late=6.0, behind=2.3)
     lines = verdicts([{**ours, "server_steal_pct": 14.2}, run("raw", 5.0)])
     assert lines_about(lines, "a locust-llm run left out", "2.3 %", "the host took 14.2 % of its core")
+
+
+def test_a_lateness_goal_below_the_serial_write_bound_is_called_out_of_reach():
+    from sim_bench import lateness_verdict, write_bound_ms
+
+    assert write_bound_ms(128, 20.0) == pytest.approx(0.99 * 128 * 0.020 / 2)  # half the span of 128 writes
+    assert lateness_verdict(0.9, 1.0, 128, 20.0) == "met"
+    assert "out of reach" in lateness_verdict(3.1, 1.0, 128, 20.0)  # 128 x 20 us: >= 1.27 ms whatever the order
+    assert lateness_verdict(3.1, 1.0, 128, 5.0) == "NOT met"  # 128 x 5 us: 0.32 ms, so reachable and missed
+    assert lateness_verdict(3.1, 3.0, 512, 15.0).startswith("NOT met (out of reach")  # 3.80 ms bound
