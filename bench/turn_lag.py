@@ -4,7 +4,8 @@
 
 A pacing server (TTFT 200 ms, ITL 20 ms, every stream's token due at one instant, as a batching server's decode step
 makes them) runs on one core and ``ChatStreamUser`` with full recording on the other. Every pumped read is stamped
-with the moment the loop's poll returned (``locust_llm/users/pump.py``); a probe
+with the moment the loop's poll returned (``locust_llm/users/pump.py``: the rule where the kernel gives no receive
+time, which the probe turns off); a probe
 (bench/turn_probe_locustfile.py) notes, at each read, how long after that moment the read ran. That delay is what
 the stamp of each token would have been late by had it been stamped when its callback ran, measured on the same
 reads in the same run: the reads before it in the turn, and any timer's greenlet due in the turn. The table gives

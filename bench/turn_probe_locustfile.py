@@ -1,10 +1,11 @@
 """The project's users, with a probe on the pump's turn stamp, for bench/turn_lag.py (not for load tests).
 
-Each pumped read is stamped with the start of its turn of the event loop (``locust_llm.users.pump``), and so is each
-HTTPS read whose greenlet waited for its socket (``locust_llm.users.stream._lines``); this probe notes, whenever such
-a stamp is taken, how long after that start it is taken: what the stamp would have been late by had it been taken
-then. Stamps in the first ``TURN_PROBE_SKIP_S`` seconds (start-up and warm-up) are left out. At the end of the test
-it writes the sorted delays (ns) as JSON to ``TURN_PROBE_OUT``.
+Each pumped read is stamped with the start of its turn of the event loop where the kernel gives no receive time
+(``locust_llm.users.pump``; the probe asks for none, so every pumped read takes that rule), and so is each HTTPS read
+whose greenlet waited for its socket (``locust_llm.users.stream._lines``); this probe notes, whenever such a stamp is
+taken, how long after that start it is taken: what the stamp would have been late by had it been taken then. Stamps in
+the first ``TURN_PROBE_SKIP_S`` seconds (start-up and warm-up) are left out. At the end of the test it writes the sorted
+delays (ns) as JSON to ``TURN_PROBE_OUT``.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ def _probed_turn(clock: Any) -> Any:
 
 
 pump_module.turn_cell = _probed_turn
+pump_module.kernel_stamps = lambda raw: False  # the turn's rule, which kernel receive times otherwise replace
 stream_module.turn_cell = _probed_turn
 
 

@@ -19,6 +19,7 @@ import pytest
 from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
 
+import locust_llm.users.pump as pump_module
 import locust_llm.users.stream as stream_module
 from locust_llm.metrics import Outcome
 from locust_llm.sim.certs import make_certificates
@@ -526,17 +527,9 @@ def _unacknowledged(sock) -> int:
     return int.from_bytes(fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"), "little")
 
 
-@pytest.mark.parametrize("scheme", ["http", "https"])
-def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_each_was_read(scheme, tmp_path):
-    """Five streams' next token ready at one poll, and a timer's greenlet due in the same turn (as an open-loop
-    arrival sending its request is) that works for 20 ms: with the real clock, every read of that turn is stamped
-    with the turn's start, taken after the poll and before the timer's work. Stamped as each callback ran, they
-    would differ and all come after the timer's work (libev runs a turn's timers before its reads). Over HTTPS each
-    stream's greenlet, woken in that turn from its wait for the socket, reads and stamps its own bytes, one after
-    the other: the same rule (``users/stream.py`` ``_read_rest``)."""
-    certs = make_certificates(str(tmp_path)) if scheme == "https" else None
-    turn = Turn(answered=5, clock=time.perf_counter_ns, certs=certs)
-    worked = []
+def busy_for_20ms(worked):
+    """A greenlet's body that holds the loop for 20 ms (as a user's recording and next request would, in a long
+    turn), noting when it began in ``worked``."""
 
     def work():
         worked.append(time.perf_counter_ns())
@@ -544,6 +537,81 @@ def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_eac
         while time.perf_counter_ns() < until:
             pass
 
+    return work
+
+
+@pytest.fixture
+def kernel_stamping():
+    """Linux turns receive timestamps on for the whole system a moment after the first socket asks (a deferred
+    switch) and off after the last one closes: a socket that asks, kept open, and a read that got its time."""
+    if pump_module.SO_TIMESTAMPNS is None:
+        pytest.skip("the kernel's receive times are Linux's")
+    import socket
+
+    server = socket.create_server(("127.0.0.1", 0))
+    sender = socket.create_connection(server.getsockname())
+    receiver, _ = server.accept()
+    assert pump_module.kernel_stamps(receiver)
+    deadline = time.monotonic() + 10
+    while True:
+        sender.send(b"x")
+        _data, ancillary, _flags, _address = receiver.recvmsg(16, 64)
+        if ancillary:
+            break
+        assert time.monotonic() < deadline, "the kernel gave no receive time in 10 s"
+        time.sleep(0.01)
+    yield
+    for sock in (sender, receiver, server):
+        sock.close()
+
+
+@pytest.mark.usefixtures("kernel_stamping")
+def test_a_plain_read_is_stamped_with_the_kernel_s_receive_time_however_late_it_is_read():
+    """Over plain HTTP on Linux a read is stamped with the time the kernel received its last bytes
+    (``SO_TIMESTAMPNS``), not when the loop got to it: five streams' last bytes, written 3 ms apart (each between
+    two clock readings) while the loop waits, then a greenlet that holds the loop for 20 ms before any of them is
+    read. Each stream's stamp lies within its own write (to 0.5 ms: the wall clock's offset to
+    ``perf_counter_ns`` is read once per turn), so before the 20 ms of work; stamped with the turn's start, all
+    five would be one moment after the last write."""
+    turn = Turn(answered=5, clock=time.perf_counter_ns)
+    worked, writes = [], []
+    try:
+        turn.spawn(5)
+        assert turn.started.wait(10), "the five streams did not all get their first token"
+        for sock in turn.served:  # 3 ms apart, without yielding: the loop reads none of them before the last
+            before = time.perf_counter_ns()
+            sock.sendall(REST)  # on loopback the peer's kernel receives it within this call
+            writes.append((before, time.perf_counter_ns()))
+            while time.perf_counter_ns() < before + 3_000_000:
+                pass
+        delivered(turn.served)
+        gevent.spawn_later(0, busy_for_20ms(worked))
+        results = turn.results()
+    finally:
+        turn.close()
+    assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 5
+    stamps = sorted(r.token_ns[1] for r in results)  # the writes were one after another: so are their stamps
+    for stamp, (before, after) in zip(stamps, writes, strict=True):
+        assert before - 500_000 <= stamp <= after + 500_000, (stamps, writes)
+    assert all(r.end_ns == r.token_ns[1] for r in results)  # the token, the usage and [DONE] came in one read
+    assert stamps[-1] < worked[0]
+
+
+@pytest.mark.parametrize("scheme", ["http", "https"])
+def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_each_was_read(
+    scheme, tmp_path, monkeypatch
+):
+    """Five streams' next token ready at one poll, and a timer's greenlet due in the same turn (as an open-loop
+    arrival sending its request is) that works for 20 ms: with the real clock, every read of that turn is stamped
+    with the turn's start, taken after the poll and before the timer's work. Stamped as each callback ran, they
+    would differ and all come after the timer's work (libev runs a turn's timers before its reads). Over HTTPS each
+    stream's greenlet, woken in that turn from its wait for the socket, reads and stamps its own bytes, one after
+    the other: the same rule (``users/stream.py`` ``_read_rest``). Over plain HTTP it is the rule where the kernel
+    gives no receive time (here: it is not asked to)."""
+    monkeypatch.setattr(pump_module, "kernel_stamps", lambda raw: False)
+    certs = make_certificates(str(tmp_path)) if scheme == "https" else None
+    turn = Turn(answered=5, clock=time.perf_counter_ns, certs=certs)
+    worked = []
     try:
         turn.spawn(5)
         assert turn.started.wait(10), "the five streams did not all get their first token"
@@ -551,7 +619,7 @@ def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_eac
             sock.sendall(REST)
         delivered(turn.served)
         wrote = time.perf_counter_ns()
-        gevent.spawn_later(0, work)
+        gevent.spawn_later(0, busy_for_20ms(worked))
         results = turn.results()
     finally:
         turn.close()
