@@ -85,16 +85,29 @@ from gevent.hub import Waiter, get_hub
 from locust_llm.sse import SSEDecoder, TokenShape, is_content_literal
 from locust_llm.users.chunked import Unchunker
 
-__all__ = ["RECV_BYTES", "Tokens", "decode_events", "kernel_stamps", "pump", "pumpable", "turn_cell", "wait_readable"]
+__all__ = [
+    "CMSG_BYTES",
+    "RECV_BYTES",
+    "Tokens",
+    "decode_events",
+    "kernel_stamps",
+    "pump",
+    "pumpable",
+    "received_ns",
+    "turn_cell",
+    "wait_readable",
+]
 
 RECV_BYTES = 65536
 """One ``recv`` takes everything that has arrived (at most this): a token is a few hundred bytes."""
 
 _TIMESPEC = struct.Struct("@ll")  # struct timespec: seconds, nanoseconds
+_unpack_timespec = _TIMESPEC.unpack
 SO_TIMESTAMPNS: int | None = 35 if sys.platform.startswith("linux") and _TIMESPEC.size == 16 else None
 """Linux's option (and its control message's type) for the kernel's receive time of a read's bytes (module
 docstring), as a 64-bit kernel numbers it (Python's ``socket`` does not name it); ``None`` elsewhere."""
-_CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if SO_TIMESTAMPNS is not None else 0
+CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if SO_TIMESTAMPNS is not None else 0
+"""Room for a read's receive time in ``recvmsg``'s ancillary data."""
 
 OnData = Callable[[bytes, int], bool]
 """``on_data(data, now_ns)``: apply one SSE event's data; True to hand back to the caller (done, or the attempt
@@ -128,13 +141,15 @@ def pump(
     clock: Callable[[], int],
     body: bytes | None = None,
     tokens: Tokens | None = None,
+    body_ns: int | None = None,
 ) -> None:
     """Read ``response``'s body in the hub's read callback until it hands back (module docstring).
 
     ``body``: the first bytes of a chunked body that the response's parser has not seen (``wire.Opened.body``); the
     rest of the body is then unframed by :class:`~locust_llm.users.chunked.Unchunker`. Lines already buffered and
-    ``body`` are decoded first, stamped now. ``tokens``: where the usual read goes (step 2), when given with
-    ``body``. Raises in the calling greenlet whatever the socket or the parser raised.
+    ``body`` are decoded first, stamped now, or ``body`` with ``body_ns`` when given (the kernel's receive time of
+    the read that brought it with the head, :func:`~locust_llm.users.wire.post`). ``tokens``: where the usual read
+    goes (step 2), when given with ``body``. Raises in the calling greenlet whatever the socket or the parser raised.
     """
     sock = response._sock
     raw = sock._sock  # the non-blocking OS socket under gevent's cooperative one
@@ -154,10 +169,14 @@ def pump(
         return decode_events(buffer, decoder, on_data, now) or response.message_complete
 
     now = clock()
-    if decode_events(buffer, decoder, on_data, now) or (body and take(body, now)) or response.message_complete:
+    if (
+        decode_events(buffer, decoder, on_data, now)
+        or (body and take(body, body_ns or now))
+        or response.message_complete
+    ):
         return
     turn = turn_cell(clock)
-    kernel_ns = _kernel_ns(turn) if turn is not None and kernel_stamps(raw) else None
+    cell = turn if turn is not None and kernel_stamps(raw) else None  # the turn, when reads get the kernel's times
     hub = get_hub()
     waiter = Waiter(hub)
     defer = hub.loop.run_callback
@@ -169,9 +188,9 @@ def pump(
     def readable() -> None:
         nonlocal head, tail
         try:
-            if kernel_ns is not None:  # the kernel's receive time of the read's last bytes (module docstring)
-                data, ancillary, _flags, _address = recvmsg(RECV_BYTES, _CMSG_BYTES)
-                now = kernel_ns(ancillary)
+            if cell is not None:  # the kernel's receive time of the read's last bytes (module docstring)
+                data, ancillary, _flags, _address = recvmsg(RECV_BYTES, CMSG_BYTES)
+                now = received_ns(ancillary, cell[2]) or cell[0]
             else:
                 data = recv(RECV_BYTES)
                 now = clock() if turn is None else turn[0]
@@ -259,23 +278,17 @@ def kernel_stamps(raw: Any) -> bool:
     return True
 
 
-def _kernel_ns(turn: list[int]) -> Callable[[list[tuple[int, int, bytes]]], int]:
-    """The ``clock()`` time of a read from its ancillary data: the kernel's receive time of its last bytes, on the
-    wall clock, less the turn's offset; the turn's start when the data holds no such time."""
-    unpack = _TIMESPEC.unpack
-    size = _TIMESPEC.size
-
-    def kernel_ns(ancillary: list[tuple[int, int, bytes]]) -> int:
-        if not ancillary:
-            return turn[0]
+def received_ns(ancillary: list[tuple[int, int, bytes]], offset: int) -> int | None:
+    """The ``clock()`` time at which the kernel received a read's last bytes, from the read's ancillary data (a
+    ``recvmsg`` of a socket :func:`kernel_stamps` set up): their wall-clock time less ``offset`` (a turn's, see
+    :func:`turn_cell`); ``None`` when the data holds no such time."""
+    if ancillary:
         _level, kind, data = ancillary[0]
-        if kind != SO_TIMESTAMPNS or len(data) != size:
-            return turn[0]
-        seconds, nanoseconds = unpack(data)
-        stamp: int = seconds * 1_000_000_000 + nanoseconds - turn[2]
-        return stamp
-
-    return kernel_ns
+        if kind == SO_TIMESTAMPNS and len(data) == _TIMESPEC.size:
+            seconds, nanoseconds = _unpack_timespec(data)
+            stamp: int = seconds * 1_000_000_000 + nanoseconds - offset
+            return stamp
+    return None
 
 
 def _sleep(watcher: Any, waiter: Waiter, readable: Callable[[], None]) -> None:

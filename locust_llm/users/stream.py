@@ -69,7 +69,7 @@ def run_stream(
         if keep_reply:
             attempt.reply_slices = []
         try:
-            response, unparsed = post(http, uri, body, headers)
+            response, unparsed, unparsed_ns = post(http, uri, body, headers, clock)
             result.http_status = response.status_code
             attempt.header = partial(header, response)
             if result.http_status != 200:
@@ -77,7 +77,7 @@ def run_stream(
             elif not is_event_stream(response):
                 _read_not_sse(response, attempt)
             else:
-                _read_events(response, unparsed, attempt, clock, on_first_token)
+                _read_events(response, unparsed, attempt, clock, on_first_token, unparsed_ns)
         except TimeoutError:
             attempt.silence()
         except HTTPConnectionClosed:
@@ -105,10 +105,15 @@ def _closed(result: RequestResult) -> str:
 
 
 def _read_events(
-    response: Any, unparsed: bytes | None, attempt: Attempt, clock: Clock, on_first_token: FirstToken | None
+    response: Any,
+    unparsed: bytes | None,
+    attempt: Attempt,
+    clock: Clock,
+    on_first_token: FirstToken | None,
+    unparsed_ns: int | None = None,
 ) -> None:
-    """Read the event stream; ``unparsed``: the body's first bytes, not yet given to the response's parser (see
-    :mod:`.wire`)."""
+    """Read the event stream; ``unparsed``: the body's first bytes, not yet given to the response's parser, and
+    ``unparsed_ns`` when the kernel received them (see :mod:`.wire`)."""
     result = attempt.result
     decoder = SSEDecoder()
     tokens = Tokens(TokenShape(), result.token_ns, attempt.reply_slices)  # the shape: learned from the first token
@@ -134,7 +139,7 @@ def _read_events(
 
     unchunker = None
     if pumpable(response):  # plain HTTP: the body is read in the hub's callback (users/pump.py)
-        pump(response, decoder, on_data, clock, unparsed, tokens)
+        pump(response, decoder, on_data, clock, unparsed, tokens, unparsed_ns)
         if result.outcome is not Outcome.OK:
             return
     elif unparsed is not None:  # TLS, the head read by wire.post: the chunked framing is taken off by us too

@@ -23,21 +23,25 @@ the OS socket first (:func:`_send`).
 
 While it waits for the head, the user sleeps in :func:`~locust_llm.users.pump.wait_readable`: it is woken after the
 bytes that arrived for other streams in the same turn of the loop are read and stamped (:mod:`.pump`'s rule), not
-in the middle of them.
+in the middle of them. Over plain HTTP on Linux the socket asks for the kernel's receive times before the request
+goes, and the head is read with ``recvmsg``: the body bytes that came with it (a server that sends its first token
+with its head) carry when the kernel received them (``Opened.body_ns``), however late the user got to them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import time
 import weakref
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import gevent._socket3
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 
 from locust_llm.users.head import StreamResponse, plain_head
-from locust_llm.users.pump import wait_readable
+from locust_llm.users.pump import CMSG_BYTES, kernel_stamps, received_ns, turn_cell, wait_readable
 
 __all__ = ["HEAD_LIMIT", "Opened", "header", "is_event_stream", "post"]
 
@@ -64,6 +68,9 @@ class Opened(NamedTuple):
     body: bytes | None
     """Bytes of a chunked event-stream body read with the head and not given to the parser; ``None`` when the parser
     reads the whole body."""
+    body_ns: int | None = None
+    """When the kernel received the last bytes read with the head, on ``post``'s ``clock`` (plain HTTP on Linux,
+    :mod:`.pump`'s rule); ``None`` where unknown."""
 
 
 def header(response: Any, name: str) -> str:
@@ -79,8 +86,11 @@ def is_event_stream(response: Any) -> bool:
     return not content_type or "event-stream" in content_type
 
 
-def post(http: Any, uri: str, body: bytes, headers: dict[str, str]) -> Opened:
-    """POST ``body`` to ``uri`` with ``http`` (a ``geventhttpclient`` ``HTTPClient``); see the module docstring."""
+def post(
+    http: Any, uri: str, body: bytes, headers: dict[str, str], clock: Callable[[], int] = time.perf_counter_ns
+) -> Opened:
+    """POST ``body`` to ``uri`` with ``http`` (a ``geventhttpclient`` ``HTTPClient``); see the module docstring.
+    ``clock``: the stream's, for ``Opened.body_ns``."""
     around = _head(http, uri, headers)
     if around is None:
         return Opened(http.request("POST", uri, body=body, headers=headers), None)
@@ -88,6 +98,9 @@ def post(http: Any, uri: str, body: bytes, headers: dict[str, str]) -> Opened:
     pool = http._connection_pool
     sock = pool.get_socket()
     kwargs = {"block_size": http.block_size, "method": "POST", "headers_type": http.headers_type}
+    turn = turn_cell(clock)  # with the kernel's receive times asked for before the answer can come
+    if turn is not None and not (type(sock) is gevent._socket3.socket and kernel_stamps(sock._sock)):
+        turn = None
     try:
         _send(sock, request)
     except OSError as exc:
@@ -96,16 +109,16 @@ def post(http: Any, uri: str, body: bytes, headers: dict[str, str]) -> Opened:
             raise
         # the server may have answered before it closed: read that answer, as HTTPClient.request does
         return Opened(HTTPSocketPoolResponse(sock, pool, **kwargs), None)
-    head, rest = _read_head(sock, pool, http.block_size)
+    head, rest, rest_ns = _read_head(sock, pool, http.block_size, turn)
     if rest is not None:
         plain = plain_head(head)
         if plain is not None:
-            return Opened(StreamResponse(sock, pool, head, plain, kwargs), rest)
+            return Opened(StreamResponse(sock, pool, head, plain, kwargs), rest, rest_ns)
     response = HTTPSocketPoolResponse(sock, pool, pre_buffered=head, **kwargs)
     if rest is None:
         return Opened(response, None)
     if response.status_code == 200 and _chunked(response) and is_event_stream(response):
-        return Opened(response, rest)
+        return Opened(response, rest, rest_ns)
     if rest:
         response.feed(rest)
     return Opened(response, None)
@@ -157,10 +170,15 @@ def _chunked(response: Any) -> bool:
     return header(response, "transfer-encoding").strip().lower() == "chunked"
 
 
-def _read_head(sock: Any, pool: Any, block_size: int) -> tuple[bytes, bytes | None]:
-    """Read up to the head's blank line: (head, the bytes after it), or (everything read, ``None``) when the parser
-    must judge the head itself (no ``\\r\\n\\r\\n`` end, an interim ``1xx``, the peer closed mid-head)."""
+def _read_head(
+    sock: Any, pool: Any, block_size: int, turn: list[int] | None = None
+) -> tuple[bytes, bytes | None, int | None]:
+    """Read up to the head's blank line: (head, the bytes after it, when the kernel received the last read's bytes
+    or ``None``), or (everything read, ``None``, ``None``) when the parser must judge the head itself (no
+    ``\\r\\n\\r\\n`` end, an interim ``1xx``, the peer closed mid-head). ``turn``: the loop's
+    (:func:`~locust_llm.users.pump.turn_cell`) when the socket was set up for the kernel's receive times."""
     data = b""
+    at_ns = None
     plain = type(sock) is gevent._socket3.socket and sock.timeout is None
     raw = sock._sock if plain else None  # the non-blocking OS socket under the cooperative one
     while True:
@@ -169,7 +187,11 @@ def _read_head(sock: Any, pool: Any, block_size: int) -> tuple[bytes, bytes | No
                 more = sock.recv(block_size)
             else:
                 try:
-                    more = raw.recv(block_size)
+                    if turn is None:
+                        more = raw.recv(block_size)
+                    else:
+                        more, ancillary, _flags, _address = raw.recvmsg(block_size, CMSG_BYTES)
+                        at_ns = received_ns(ancillary, turn[2])
                 except BlockingIOError:
                     wait_readable(sock)  # woken once the bytes already in for other streams are read
                     continue
@@ -182,12 +204,12 @@ def _read_head(sock: Any, pool: Any, block_size: int) -> tuple[bytes, bytes | No
             if not data:
                 pool.release_socket(sock)
                 raise HTTPConnectionClosed("connection closed.")
-            return data, None  # the parser reads on, finds the end of the file and says what is wrong
+            return data, None, None  # the parser reads on, finds the end of the file and says what is wrong
         data += more
         end = data.find(b"\r\n\r\n")
         if end >= 0:
             if data[9:10] == b"1":  # "HTTP/1.1 1xx": an interim answer before the final one
-                return data, None
-            return data[: end + 4], data[end + 4 :]
+                return data, None, None
+            return data[: end + 4], data[end + 4 :], at_ns
         if b"\n\n" in data or len(data) > HEAD_LIMIT:
-            return data, None
+            return data, None, None

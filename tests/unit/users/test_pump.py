@@ -98,7 +98,7 @@ class Script:
         its parser unframes, pumped; ``readline``: sent by ``HTTPClient.request``, the readline loop alone."""
         self.now = 0
         if mode != "own":
-            monkeypatch.setattr(stream_module, "post", lambda http, uri, body, headers: Opened(
+            monkeypatch.setattr(stream_module, "post", lambda http, uri, body, headers, clock: Opened(
                 http.request("POST", uri, body=body, headers=headers), None))  # fmt: skip
         if mode == "readline":
             monkeypatch.setattr(stream_module, "pumpable", lambda response: False)
@@ -595,6 +595,45 @@ def test_a_plain_read_is_stamped_with_the_kernel_s_receive_time_however_late_it_
         assert before - 500_000 <= stamp <= after + 500_000, (stamps, writes)
     assert all(r.end_ns == r.token_ns[1] for r in results)  # the token, the usage and [DONE] came in one read
     assert stamps[-1] < worked[0]
+
+
+class HeldHead(Turn):
+    """One stream whose head, role and first token are written at once (between two clock readings, in
+    ``windows``), after which the server, in the client's own process, holds the loop for 20 ms: the client reads
+    them at least 20 ms after they arrived."""
+
+    def __init__(self):
+        super().__init__(answered=1, clock=time.perf_counter_ns)
+        self.windows = []
+
+    def handle(self, sock, _address):
+        data = b""
+        while b"\r\n\r\n" not in data:
+            data += sock.recv(65536)
+        before = time.perf_counter_ns()
+        sock.sendall(HEAD + frame(ROLE) + frame(token("a")))
+        self.windows.append((before, time.perf_counter_ns()))
+        while time.perf_counter_ns() < before + 20_000_000:
+            pass
+        self.served.append(sock)
+        self.finish.wait(10)
+
+
+@pytest.mark.usefixtures("kernel_stamping")
+def test_a_token_that_comes_with_the_head_is_stamped_with_the_kernel_s_receive_time():
+    """The head read (``wire.post``) takes the kernel's receive time too: a first token that came in the same read
+    as the head is stamped within the write that sent it, not when the user got round to it (20 ms later)."""
+    turn = HeldHead()
+    try:
+        turn.spawn(1)
+        assert turn.started.wait(10), "the stream did not get its first token"
+        turn.served[0].sendall(REST)
+        (result,) = turn.results()
+    finally:
+        turn.close()
+    assert result.outcome is Outcome.OK and len(result.token_ns) == 2
+    (before, after), first = turn.windows[0], result.token_ns[0]
+    assert before - 500_000 <= first <= after + 500_000, (first, turn.windows)
 
 
 @pytest.mark.parametrize("scheme", ["http", "https"])
