@@ -48,10 +48,10 @@ greenlet, or the read callbacks of other sockets adds nothing to it; nor does a 
 the events of one read share its stamp, that of its last bytes. Over loopback the kernel receives them inside the
 server's ``send``, so the stamps are what the server delivered: in four interleaved pairs of ``bench/generator.py`` runs
 at 512 streams (2026-12-02), the ITL p99 measured minus the one the simulator measured as its writes returned was -0.06
-to +0.22 ms, against +0.45 to +1.18 ms with the rule below, for about 0.85 µs more per read (``recvmsg`` and its control
-message against ``recv``). Where the kernel gives no time (another system, an option refused, bytes that carry none:
-Linux turns receive times on for the whole system a moment after the first socket asks, so a process's very first reads
-may take it), the read takes the rule below.
+to +0.22 ms, against +0.45 to +1.18 ms with the rule below, for 3 to 8 % more CPU per token (README, "Generator cost"; a
+``recvmsg`` and its control message cost about 0.85 µs more than a ``recv``). Where the kernel gives no time (another
+system, an option refused, bytes that carry none: Linux turns receive times on for the whole system a moment after the
+first socket asks, so a process's very first reads may take it), the read takes the rule below.
 
 **Otherwise a read is stamped with the moment the loop's poll returned**, not with the moment its callback ran. Every
 socket whose callback runs in a turn of the loop was readable when the poll returned, so its bytes had arrived by then;
