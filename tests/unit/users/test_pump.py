@@ -720,3 +720,20 @@ def test_an_https_stream_with_a_plain_head_is_unframed_by_us_and_builds_no_parse
         turn.close()
     assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 2
     assert parsers == []
+
+
+def test_a_receive_time_is_the_control_message_s_wall_time_less_the_offset_else_none():
+    """``received_ns`` reads a ``struct timespec`` from an ``SO_TIMESTAMPNS`` control message and takes the turn's
+    offset (wall clock minus ``clock()``) off it; anything else (no message, another type, another size) is None, and
+    the read then takes its turn's start."""
+    import struct
+
+    if pump_module.SO_TIMESTAMPNS is None:
+        pytest.skip("the kernel's receive times are Linux's")
+    level, kind = 1, pump_module.SO_TIMESTAMPNS  # SOL_SOCKET
+    message = struct.pack("@ll", 1_700_000_000, 123_456_789)
+    offset = 1_699_999_000 * 10**9
+    assert pump_module.received_ns([(level, kind, message)], offset) == 1_000 * 10**9 + 123_456_789
+    assert pump_module.received_ns([], offset) is None
+    assert pump_module.received_ns([(level, kind + 1, message)], offset) is None
+    assert pump_module.received_ns([(level, kind, message[:8])], offset) is None
