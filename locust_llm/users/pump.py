@@ -39,19 +39,20 @@ hundred microseconds per request, which would otherwise be added to the stamps o
 the streams after it in that turn; at a few hundred streams a turn holds many. :func:`wait_readable`, the wait for a
 response head (:mod:`.wire`), wakes its user the same way.
 
-**A read is stamped with the time the kernel received its last bytes** where the kernel says (Linux: the socket asks for
-``SO_TIMESTAMPNS`` when the pump starts, and each read is a ``recvmsg`` whose control message holds that wall-clock
-time, turned into ``clock()``'s with the offset between the two clocks taken at the turn's start). That is exactly when
-they arrived, however long the loop took to get to them: a turn that runs users' work (the recording of a request and
-the sending of the next, a few hundred microseconds each, many at once when many streams end together), a timer's
-greenlet, or the read callbacks of other sockets adds nothing to it; nor does a stall of the generator's process. All
-the events of one read share its stamp, that of its last bytes. Over loopback the kernel receives them inside the
-server's ``send``, so the stamps are what the server delivered: in four interleaved pairs of ``bench/generator.py`` runs
-at 512 streams (2026-12-02), the ITL p99 measured minus the one the simulator measured as its writes returned was -0.06
-to +0.22 ms, against +0.45 to +1.18 ms with the rule below, for 3 to 8 % more CPU per token (README, "Generator cost"; a
-``recvmsg`` and its control message cost about 0.85 µs more than a ``recv``). Where the kernel gives no time (another
-system, an option refused, bytes that carry none: Linux turns receive times on for the whole system a moment after the
-first socket asks, so a process's very first reads may take it), the read takes the rule below.
+**A read is stamped with the time the kernel received its last bytes** where the kernel says (Linux: the socket asks
+once for ``SO_TIMESTAMPNS``, :mod:`.stamps`, by the time the pump starts, and each read is a ``recvmsg`` whose control
+message holds that wall-clock time, turned into ``clock()``'s with the offset between the two clocks taken at the turn's
+start). That is exactly when they arrived, however long the loop took to get to them: a turn that runs users' work (the
+recording of a request and the sending of the next, a few hundred microseconds each, many at once when many streams end
+together), a timer's greenlet, or the read callbacks of other sockets adds nothing to it; nor does a stall of the
+generator's process. All the events of one read share its stamp, that of its last bytes. Over loopback the kernel
+receives them inside the server's ``send``, so the stamps are what the server delivered: in four interleaved pairs of
+``bench/generator.py`` runs at 512 streams (2026-12-02), the ITL p99 measured minus the one the simulator measured as
+its writes returned was -0.06 to +0.22 ms, against +0.45 to +1.18 ms with the rule below, for 3 to 8 % more CPU per
+token (README, "Generator cost"; a ``recvmsg`` and its control message cost about 0.85 µs more than a ``recv``). Where
+the kernel gives no time (another system, an option refused, bytes that carry none: Linux turns receive times on for the
+whole system a moment after the first socket asks, so a process's very first reads may take it), the read takes the rule
+below.
 
 **Otherwise a read is stamped with the moment the loop's poll returned**, not with the moment its callback ran. Every
 socket whose callback runs in a turn of the loop was readable when the poll returned, so its bytes had arrived by then;
@@ -71,9 +72,6 @@ the same rule.
 
 from __future__ import annotations
 
-import socket
-import struct
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -84,30 +82,12 @@ from gevent.hub import Waiter, get_hub
 
 from locust_llm.sse import SSEDecoder, TokenShape, is_content_literal
 from locust_llm.users.chunked import Unchunker
+from locust_llm.users.stamps import CMSG_BYTES, kernel_stamps, received_ns
 
-__all__ = [
-    "CMSG_BYTES",
-    "RECV_BYTES",
-    "Tokens",
-    "decode_events",
-    "kernel_stamps",
-    "pump",
-    "pumpable",
-    "received_ns",
-    "turn_cell",
-    "wait_readable",
-]
+__all__ = ["RECV_BYTES", "Tokens", "decode_events", "pump", "pumpable", "turn_cell", "wait_readable"]
 
 RECV_BYTES = 65536
 """One ``recv`` takes everything that has arrived (at most this): a token is a few hundred bytes."""
-
-_TIMESPEC = struct.Struct("@ll")  # struct timespec: seconds, nanoseconds
-_unpack_timespec = _TIMESPEC.unpack
-SO_TIMESTAMPNS: int | None = 35 if sys.platform.startswith("linux") and _TIMESPEC.size == 16 else None
-"""Linux's option (and its control message's type) for the kernel's receive time of a read's bytes (module
-docstring), as a 64-bit kernel numbers it (Python's ``socket`` does not name it); ``None`` elsewhere."""
-CMSG_BYTES = socket.CMSG_SPACE(_TIMESPEC.size) if SO_TIMESTAMPNS is not None else 0
-"""Room for a read's receive time in ``recvmsg``'s ancillary data."""
 
 OnData = Callable[[bytes, int], bool]
 """``on_data(data, now_ns)``: apply one SSE event's data; True to hand back to the caller (done, or the attempt
@@ -240,7 +220,7 @@ def wait_readable(sock: Any) -> None:
 def turn_cell(clock: Callable[[], int]) -> list[int] | None:
     """``[start, count, offset]``: ``clock()`` taken at the start of the current turn of this thread's loop (module
     docstring), how many turns it has begun, and the wall clock (``time.time_ns()``) minus ``clock()`` then (what
-    turns the kernel's receive times into ``clock()``'s time, :func:`kernel_stamps`), kept by a check watcher of the
+    turns the kernel's receive times into ``clock()``'s time, :mod:`.stamps`), kept by a check watcher of the
     highest priority started on first use and kept for the loop's life (it does not keep the loop running); ``None``
     when ``clock`` is not ``time.perf_counter_ns``. A greenlet that reads ``count`` before and after a call knows
     whether the loop turned (it yielded) in between."""
@@ -264,31 +244,6 @@ def turn_cell(clock: Callable[[], int]) -> list[int] | None:
     watcher.start(tick)
     hub._locust_llm_turn = (loop, cell, watcher)
     return cell
-
-
-def kernel_stamps(raw: Any) -> bool:
-    """Ask the kernel to stamp the bytes that ``raw`` (an OS socket) receives with their time of arrival
-    (``SO_TIMESTAMPNS``, Linux); False where it cannot (module docstring)."""
-    if SO_TIMESTAMPNS is None:
-        return False
-    try:
-        raw.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
-    except OSError:
-        return False
-    return True
-
-
-def received_ns(ancillary: list[tuple[int, int, bytes]], offset: int) -> int | None:
-    """The ``clock()`` time at which the kernel received a read's last bytes, from the read's ancillary data (a
-    ``recvmsg`` of a socket :func:`kernel_stamps` set up): their wall-clock time less ``offset`` (a turn's, see
-    :func:`turn_cell`); ``None`` when the data holds no such time."""
-    if ancillary:
-        _level, kind, data = ancillary[0]
-        if kind == SO_TIMESTAMPNS and len(data) == _TIMESPEC.size:
-            seconds, nanoseconds = _unpack_timespec(data)
-            stamp: int = seconds * 1_000_000_000 + nanoseconds - offset
-            return stamp
-    return None
 
 
 def _sleep(watcher: Any, waiter: Waiter, readable: Callable[[], None]) -> None:

@@ -41,7 +41,8 @@ import gevent._socket3
 from geventhttpclient.response import HTTPConnectionClosed, HTTPSocketPoolResponse
 
 from locust_llm.users.head import StreamResponse, plain_head
-from locust_llm.users.pump import CMSG_BYTES, kernel_stamps, received_ns, turn_cell, wait_readable
+from locust_llm.users.pump import turn_cell, wait_readable
+from locust_llm.users.stamps import CMSG_BYTES, kernel_stamps, received_ns
 
 __all__ = ["HEAD_LIMIT", "Opened", "header", "is_event_stream", "post"]
 
@@ -98,8 +99,8 @@ def post(
     pool = http._connection_pool
     sock = pool.get_socket()
     kwargs = {"block_size": http.block_size, "method": "POST", "headers_type": http.headers_type}
-    turn = turn_cell(clock)  # with the kernel's receive times asked for before the answer can come
-    if turn is not None and not (type(sock) is gevent._socket3.socket and kernel_stamps(sock._sock)):
+    turn = turn_cell(clock) if type(sock) is gevent._socket3.socket else None  # plain HTTP: the kernel's times,
+    if turn is not None and not kernel_stamps(sock._sock):  # asked for before the answer can come
         turn = None
     try:
         _send(sock, request)

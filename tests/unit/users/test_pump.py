@@ -20,6 +20,7 @@ from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
 
 import locust_llm.users.pump as pump_module
+import locust_llm.users.stamps as stamps_module
 import locust_llm.users.stream as stream_module
 from locust_llm.metrics import Outcome
 from locust_llm.sim.certs import make_certificates
@@ -544,14 +545,14 @@ def busy_for_20ms(worked):
 def kernel_stamping():
     """Linux turns receive timestamps on for the whole system a moment after the first socket asks (a deferred
     switch) and off after the last one closes: a socket that asks, kept open, and a read that got its time."""
-    if pump_module.SO_TIMESTAMPNS is None:
+    if stamps_module.SO_TIMESTAMPNS is None:
         pytest.skip("the kernel's receive times are Linux's")
     import socket
 
     server = socket.create_server(("127.0.0.1", 0))
     sender = socket.create_connection(server.getsockname())
     receiver, _ = server.accept()
-    assert pump_module.kernel_stamps(receiver)
+    assert stamps_module.kernel_stamps(receiver)
     deadline = time.monotonic() + 10
     while True:
         sender.send(b"x")
@@ -728,12 +729,12 @@ def test_a_receive_time_is_the_control_message_s_wall_time_less_the_offset_else_
     the read then takes its turn's start."""
     import struct
 
-    if pump_module.SO_TIMESTAMPNS is None:
+    if stamps_module.SO_TIMESTAMPNS is None:
         pytest.skip("the kernel's receive times are Linux's")
-    level, kind = 1, pump_module.SO_TIMESTAMPNS  # SOL_SOCKET
+    level, kind = 1, stamps_module.SO_TIMESTAMPNS  # SOL_SOCKET
     message = struct.pack("@ll", 1_700_000_000, 123_456_789)
     offset = 1_699_999_000 * 10**9
-    assert pump_module.received_ns([(level, kind, message)], offset) == 1_000 * 10**9 + 123_456_789
-    assert pump_module.received_ns([], offset) is None
-    assert pump_module.received_ns([(level, kind + 1, message)], offset) is None
-    assert pump_module.received_ns([(level, kind, message[:8])], offset) is None
+    assert stamps_module.received_ns([(level, kind, message)], offset) == 1_000 * 10**9 + 123_456_789
+    assert stamps_module.received_ns([], offset) is None
+    assert stamps_module.received_ns([(level, kind + 1, message)], offset) is None
+    assert stamps_module.received_ns([(level, kind, message[:8])], offset) is None
