@@ -9,8 +9,14 @@ reference is the naive design measured in the same run: one coroutine with its o
 writes on its end, so some go out early: ``early_p99_ms``). The goals are printed next to the figures: lateness p99
 <= 1 ms at 128 streams and <= 3 ms at 512, with CPU per token <= the reference's. ``server_steal_pct`` is the share
 of the server's core the host took in the window (``steal`` in /proc/stat): on a shared VM it comes in stalls of
-milliseconds, which make any server late, and says when a NOT met is the machine's. A goal below the bound that one
-process's serial writes set (:func:`write_bound_ms`) is out of reach on the machine, and the verdict says so.
+milliseconds, which make any server late, and says when a NOT met is the machine's.
+
+Before each stream count, the **ideal writer** (:func:`ideal_writer`) measures what the simulator's design could
+reach on this machine now: its placement rule with nothing else in the process, bare sends to as many loopback
+connections. A goal below its lateness p99, or below the bound its write cost sets (:func:`write_bound_ms`), is out
+of reach here, and the verdict says so, with the simulator's p99 as a multiple of the ideal's (the part its own
+overhead adds). On 2026-12-02 the ideal writer's p99 on this project's VM was 1.3 ms at 128 streams and 4.0 ms at
+512: both goals out of reach for any design on it.
 """
 
 from __future__ import annotations
@@ -18,10 +24,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import dataclass
 
 from _common import PY, ROOT, cores, cpu_s, pinned, start_server, steal_s, stop, table
 
@@ -90,50 +98,94 @@ def measure(kind: str, streams: int, seconds: float, server_core: int | None, cl
     }
 
 
-SEND_PROBE = r"""
-import socket, sys, time
-srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(64)
+PEER = r"""
+import selectors, socket, sys, time
+count, seconds = int(sys.argv[1]), float(sys.argv[2])
+srv = socket.socket(); srv.bind(("127.0.0.1", 0)); srv.listen(min(count, 4096))
 print(srv.getsockname()[1], flush=True)
-conns = [srv.accept()[0] for _ in range(64)]
-import selectors
+conns = [srv.accept()[0] for _ in range(count)]
 sel = selectors.DefaultSelector()
 for c in conns:
     c.setblocking(False); sel.register(c, selectors.EVENT_READ)
-end = time.monotonic() + 6
+end = time.monotonic() + seconds
 while time.monotonic() < end:
     for key, _ in sel.select(0.5):
         try:
-            key.fileobj.recv(1 << 16)
+            if not key.fileobj.recv(1 << 16):
+                sel.unregister(key.fileobj)
         except BlockingIOError:
             pass
 """
+"""A peer that keeps ``count`` loopback connections and reads whatever arrives, asleep in between."""
+
+IDEAL_ROUNDS = 250
+"""Steps the ideal writer writes (:func:`ideal_writer`): 5 s of 20 ms steps, the first WINDOW left out."""
 
 
-def send_floor_us(server_core: int | None, client_core: int | None) -> float:
-    """Kernel cost of one small write to a loopback TCP peer that sleeps on another core (the floor of a token)."""
-    import socket
+@dataclass(frozen=True)
+class Ideal:
+    floor_us: float
+    """The mean cost of one loopback write: the kernel's part of a token (its floor)."""
+    late_p99_ms: float
+    """The p99 of ``|written - due|`` over its tokens."""
+    late_p50_ms: float = 0.0
+    """Their median."""
 
-    peer = subprocess.Popen(pinned([PY, "-c", SEND_PROBE], client_core), stdout=subprocess.PIPE, text=True)
+
+def ideal_writer(streams: int, server_core: int | None, client_core: int | None, rounds: int = IDEAL_ROUNDS) -> Ideal:
+    """The simulator's placement with none of its overhead, measured on this machine now: a loop of bare
+    ``socket.send`` calls, one to each of ``streams`` loopback connections to a peer on the client's core, every
+    20 ms, started :class:`~locust_llm.sim.timing.WriteLead`'s lead before each step's end (the simulator's own
+    rule, learning from these writes). Its lateness p99 is the least the simulator's design could reach here:
+    the host's stalls and the kernel's slow writes, which no process on this core escapes, are in it, and no
+    parsing, formatting or event loop is."""
+    from locust_llm.sim.timing import WINDOW, WriteLead
+
+    _enough_files(streams + 64)
+    peer = subprocess.Popen(pinned([PY, "-c", PEER, str(streams), str(rounds * ITL_MS / 1000 + 30)], client_core),
+                            stdout=subprocess.PIPE, text=True)  # fmt: skip
     assert peer.stdout is not None
     port = int(peer.stdout.readline())
-    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(64)]
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(streams)]
     payload = b"x" * 300
     if server_core is not None:
         os.sched_setaffinity(0, {server_core})
-    n = 0
-    elapsed = 0.0
-    for _ in range(100):
-        t0 = time.perf_counter()
+    clock, step = time.monotonic_ns, int(ITL_MS * 1e6)
+    lead, errors, spent = WriteLead(), [], 0
+    due = clock() + step
+    try:
+        for index in range(rounds):
+            planned = due - lead.lead_ns()
+            if planned > clock():
+                time.sleep((planned - clock()) / 1e9)
+            start = clock()
+            stamps = []
+            for s in socks:
+                s.send(payload)
+                stamps.append(clock())
+            lead.observe(streams, start - planned, stamps[-1] - start)
+            spent += stamps[-1] - start
+            if index >= WINDOW:
+                errors += [abs(t - due) for t in stamps]
+            due += step
+    finally:
+        os.sched_setaffinity(0, set(cores()))
         for s in socks:
-            s.send(payload)
-        elapsed += time.perf_counter() - t0
-        n += len(socks)
-        time.sleep(0.02)  # like decode steps: a burst, then the peer goes back to sleep
-    os.sched_setaffinity(0, set(cores()))
-    for s in socks:
-        s.close()
-    peer.wait()
-    return 1e6 * elapsed / n
+            s.close()
+        peer.kill()
+        peer.wait()
+        peer.stdout.close()
+    errors.sort()
+    return Ideal(spent / rounds / streams / 1000, errors[int(0.99 * len(errors))] / 1e6, errors[len(errors) // 2] / 1e6)
+
+
+def _enough_files(needed: int) -> None:
+    """Raise this process's open-file limit to ``needed`` when it is lower and the hard limit allows."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < needed and (hard == resource.RLIM_INFINITY or hard >= needed):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
 
 
 def _emitted(kind: str, stats: dict) -> int:
@@ -153,29 +205,32 @@ def main() -> None:
         f"server on core {server_core}, client on core {client_core}; ITL {ITL_MS} ms, {MAX_TOKENS} tokens/request",
         file=sys.stderr,
     )
-    floor = send_floor_us(server_core, client_core)
-    print(f"kernel cost of one loopback write (the floor of a token's write): {floor:.1f} us", file=sys.stderr)
-    rows = []
+    rows, ideals = [], {}
     for streams in (int(s) for s in args.streams.split(",")):
+        print(f"  the ideal writer at {streams} streams ...", file=sys.stderr, flush=True)
+        ideals[streams] = ideal_writer(streams, server_core, client_core)
         for kind in ("sim", "ref"):
             print(f"  measuring {kind} at {streams} streams ...", file=sys.stderr, flush=True)
             rows.append(measure(kind, streams, args.seconds, server_core, client_core))
     print(table(rows))
     print()
-    print(f"floor: one loopback write costs {floor:.1f} us of kernel time here, so a step that emits N tokens at")
-    print(
-        "once spends at least N x that writing them: the last token of a 1024-stream step is"
-        f" >= {1024 * floor / 1000:.1f} ms late."
-    )
+    print("ideal writer: the simulator's placement with none of its overhead (bare sends, the same lead rule), "
+          "on the server's core now:")  # fmt: skip
+    for streams, ideal in ideals.items():
+        bound = write_bound_ms(streams, ideal.floor_us)
+        print(f"  {streams:>5} streams: one loopback write {ideal.floor_us:.1f} us (the floor), lateness p99 "
+              f"{ideal.late_p99_ms:.2f} ms (bound from the floor alone {bound:.2f})")  # fmt: skip
     for sim, ref in zip(rows[::2], rows[1::2], strict=True):
         if isinstance(sim["us_per_token"], float) and isinstance(ref["us_per_token"], float):
             ratio = sim["us_per_token"] / ref["us_per_token"]
-            goal = LATENESS_GOALS_MS.get(int(sim["streams"]))  # type: ignore[call-overload]
+            streams = int(sim["streams"])
+            goal = LATENESS_GOALS_MS.get(streams)
             late = f"lateness p99 sim {sim['late_p99_ms']} ms vs reference {ref['late_p99_ms']} ms"
+            late += f", ideal {ideals[streams].late_p99_ms:.2f} ms"
             if goal is not None:
-                verdict = lateness_verdict(float(sim["late_p99_ms"]), goal, int(sim["streams"]), floor)  # type: ignore[arg-type]
+                verdict = lateness_verdict(float(sim["late_p99_ms"]), goal, streams, ideals[streams])
                 late += f" (goal <= {goal} ms: {verdict})"
-            print(f"{sim['streams']:>5} streams: CPU per token sim/reference = {ratio:.2f} (goal <= 1: "
+            print(f"{streams:>5} streams: CPU per token sim/reference = {ratio:.2f} (goal <= 1: "
                   f"{_met(ratio <= 1)}); {late}")  # fmt: skip
 
 
@@ -188,15 +243,20 @@ def write_bound_ms(streams: int, floor_us: float) -> float:
     return 0.99 * streams * floor_us / 2 / 1000
 
 
-def lateness_verdict(late_p99_ms: float, goal_ms: float, streams: int, floor_us: float) -> str:
-    """``met``; ``NOT met``; or, when the goal is below :func:`write_bound_ms`, ``NOT met (out of reach here: ...)``,
-    since no placement of one process's writes could meet it on this machine."""
+def lateness_verdict(late_p99_ms: float, goal_ms: float, streams: int, ideal: Ideal) -> str:
+    """``met``; ``NOT met``; or ``NOT met (out of reach here: ...)`` when the goal is below what a process with no
+    overhead reached on this machine in the same run: the :func:`write_bound_ms` of its floor (no placement of
+    serial writes does better), or the :func:`ideal_writer`'s measured p99 (the host's stalls and slow writes in
+    it). The simulator is then judged against the ideal (its p99 over the ideal's) rather than the goal."""
     if late_p99_ms <= goal_ms:
         return "met"
-    bound = write_bound_ms(streams, floor_us)
+    bound = write_bound_ms(streams, ideal.floor_us)
     if bound > goal_ms:
-        return (f"NOT met (out of reach here: {streams} writes at {floor_us:.1f} us each span "
-                f"{streams * floor_us / 1000:.2f} ms, so centred the p99 is >= {bound:.2f} ms)")  # fmt: skip
+        return (f"NOT met (out of reach here: {streams} writes at {ideal.floor_us:.1f} us each span "
+                f"{streams * ideal.floor_us / 1000:.2f} ms, so centred the p99 is >= {bound:.2f} ms)")  # fmt: skip
+    if ideal.late_p99_ms > goal_ms:
+        return (f"NOT met (out of reach here: a writer with no overhead reached {ideal.late_p99_ms:.2f} ms on this "
+                f"machine in this run; the simulator {late_p99_ms / ideal.late_p99_ms:.1f}x that)")  # fmt: skip
     return "NOT met"
 
 
