@@ -28,8 +28,8 @@ from locust_llm.shapes.arrivals import parse_arrivals
 from locust_llm.sim.config import SimConfig
 from locust_llm.sim.engine import SeqRequest
 from locust_llm.sim.request import BadRequest, ChatRequest, parse_chat_request
-from locust_llm.sim.runtime import BehindWatch, ModelRuntime, Stream
-from locust_llm.sim.timing import EmissionError
+from locust_llm.sim.runtime import ModelRuntime, Stream
+from locust_llm.sim.timing import BehindWatch, EmissionError
 from locust_llm.sim.wire import completion_body, error_body
 
 __all__ = ["SimServer", "serve"]
@@ -70,6 +70,7 @@ class SimServer:
         self._contexts = {name: rt.spec.context_tokens for name, rt in self.models.items()}
         self._seq = itertools.count(1)
         self._ordinal = itertools.count(0)
+        self._replicas = [replica for runtime in self.models.values() for replica in runtime.replicas]
 
     def finish_all(self) -> None:
         """End every response in flight (shutting down)."""
@@ -97,9 +98,18 @@ class SimServer:
             runtime.status[key] += 1
         return response
 
+    def _catch_up(self) -> None:
+        """Emit every step whose alarm is overdue (:meth:`Replica.catch_up`)."""
+        now = time.monotonic_ns()
+        for replica in self._replicas:
+            replica.catch_up(now)
+
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        self._catch_up()
+        body = await request.read()
+        self._catch_up()
         try:
-            chat = parse_chat_request(await request.read(), self._contexts, self.prefix_mode)
+            chat = parse_chat_request(body, self._contexts, self.prefix_mode)
         except BadRequest as exc:
             return self._answer(None, _bad_request(exc))
         runtime = self.models[chat.model]
@@ -164,6 +174,7 @@ class SimServer:
             await resp.write(stream.fmt.role_chunk())
             replica.submit(stream, seq)
             await stream.done
+            self._catch_up()  # a whole batch can end at one step: its handlers all wake up now
             transport = request.transport
             if transport is not None and not transport.is_closing():
                 await resp.write_eof()

@@ -37,15 +37,21 @@ from __future__ import annotations
 
 from collections import deque
 from statistics import median
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from locust_llm.histogram import Histogram
 
-__all__ = ["EARLY_NS", "FILE_EVERY", "MAX_LEAD_NS", "WINDOW", "EmissionError", "WriteLead"]
+if TYPE_CHECKING:
+    from locust_llm.sim.runtime import ModelRuntime
+
+__all__ = ["EARLY_NS", "FILE_EVERY", "LATE_NS", "MAX_LEAD_NS", "WINDOW", "BehindWatch", "EmissionError", "WriteLead"]
 
 EARLY_NS = 500_000
 """The timer fires this much before a step ends: asyncio's timers wake up to 1 ms late (epoll's millisecond timeout),
 so aiming half a millisecond early centres the wake-up error on zero."""
+
+LATE_NS = 5_000_000
+"""A token written more than 5 ms after it was due counts as late (see :class:`BehindWatch`)."""
 
 MAX_LEAD_NS = 10_000_000
 """No token is written more than this before it is due, whatever the estimate says."""
@@ -170,3 +176,30 @@ def _summary(histogram: Histogram) -> dict[str, float]:
         "p99": histogram.quantile(0.99) / 1e6,
         "max": histogram.max / 1e6,
     }
+
+
+class BehindWatch:
+    """Warns (on stderr, at most once a minute) when over 1 % of the tokens of the last interval were late: the
+    simulator itself is then the bottleneck and its timing is no longer the ground truth."""
+
+    def __init__(self, models: dict[str, ModelRuntime]) -> None:
+        self.models = models
+        self.last = self._totals()
+        self.warned_ns = 0
+
+    def _totals(self) -> tuple[int, int]:
+        models = self.models.values()
+        return sum(m.tokens_emitted for m in models), sum(m.late_tokens for m in models)
+
+    def check(self, now_ns: int) -> str | None:
+        tokens, late = self._totals()
+        d_tokens, d_late = tokens - self.last[0], late - self.last[1]
+        self.last = (tokens, late)
+        if d_tokens and d_late > 0.01 * d_tokens and now_ns - self.warned_ns > 60 * 10**9:
+            self.warned_ns = now_ns
+            return (
+                f"locust-llm sim: warning: falling behind: {100 * d_late / d_tokens:.0f}% of the last {d_tokens} "
+                "tokens were written more than 5 ms late; timing is not ground truth now (too many streams for "
+                "one simulator process on this machine?)"
+            )
+        return None

@@ -5,7 +5,9 @@ Prompt tokens are counted with :func:`locust_llm.tokens.estimate_prompt_tokens`,
 
 from __future__ import annotations
 
-__all__ = ["TOKEN_JSON", "token_id", "token_text"]
+import math
+
+__all__ = ["TOKEN_JSON", "token_id", "token_text", "token_texts"]
 
 _WORDS = tuple(
     " " + w
@@ -29,3 +31,34 @@ def token_id(seed: int, seq_id: int, index: int) -> int:
 
 def token_text(seed: int, seq_id: int, index: int) -> str:
     return _WORDS[token_id(seed, seq_id, index)]
+
+
+_STEP = 40_503 % len(_WORDS)
+_PERIOD = len(_WORDS) // math.gcd(_STEP, len(_WORDS))
+"""Token ``index + _PERIOD`` of a sequence is the same word as token ``index`` (:func:`token_id` steps by
+``_STEP`` modulo the vocabulary)."""
+
+
+def _tour(first: int) -> tuple[str, list[int]]:
+    """One period of the words of a sequence whose token 0 is word ``first``, and where each token starts in it."""
+    words = [_WORDS[(first + i * _STEP) % len(_WORDS)] for i in range(_PERIOD)]
+    offsets = [0]
+    for word in words:
+        offsets.append(offsets[-1] + len(word))
+    return "".join(words), offsets
+
+
+_TOURS = [_tour(first) for first in range(len(_WORDS))]
+
+
+def token_texts(seed: int, seq_id: int, start: int, end: int) -> str:
+    """``"".join(token_text(seed, seq_id, i) for i in range(start, end))``, sliced from a repeated period of the
+    sequence's words instead of one call per token (a 200-token reply: ~2 us instead of ~65)."""
+    if end <= start:
+        return ""
+    text, offsets = _TOURS[token_id(seed, seq_id, 0)]
+    skipped = start // _PERIOD  # whole periods before start
+    a = offsets[start % _PERIOD]
+    rounds, rest = divmod(end - skipped * _PERIOD, _PERIOD)
+    b = rounds * len(text) + offsets[rest]
+    return (text * -(-b // len(text)))[a:b]
