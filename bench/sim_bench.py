@@ -15,8 +15,8 @@ Before each stream count, the **ideal writer** (:func:`ideal_writer`) measures w
 reach on this machine now: its placement rule with nothing else in the process, bare sends to as many loopback
 connections. A goal below its lateness p99, or below the bound its write cost sets (:func:`write_bound_ms`), is out
 of reach here, and the verdict says so, with the simulator's p99 as a multiple of the ideal's (the part its own
-overhead adds). On 2026-12-02 the ideal writer's p99 on this project's VM was 1.3 ms at 128 streams and 4.0 ms at
-512: both goals out of reach for any design on it.
+overhead adds). On 2026-12-02 the ideal writer's p99 on this project's VM ranged over 0.76-2.3 ms at 128 streams
+and 2.7-5.7 ms at 512 from one hour to the next: the machine decides whether a goal can be met.
 """
 
 from __future__ import annotations
