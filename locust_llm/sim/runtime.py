@@ -83,10 +83,12 @@ class Stream:
         fault: str | None = None,
         reasoning: int = 0,
         history: tuple[str, int] | None = None,
+        taken_ns: int | None = None,
     ) -> None:
         self.seq_id = seq_id
-        self.sent_ns = time.monotonic_ns()
-        """When its last token's write returned; until then, when the simulator took the request (delivered TTFT)."""
+        self.sent_ns = time.monotonic_ns() if taken_ns is None else taken_ns
+        """When its last token's write returned; until then, when the simulator took the request (``taken_ns``: its
+        handler's start, before any overdue step the handler emitted first; else now), for the delivered TTFT."""
         self.cached = 0  # its cached prompt tokens, known when it ends
         self.reasoning = reasoning
         """How many of its first tokens are reasoning."""

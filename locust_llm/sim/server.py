@@ -98,14 +98,16 @@ class SimServer:
             runtime.status[key] += 1
         return response
 
-    def _catch_up(self) -> None:
+    def _catch_up(self, now: int | None = None) -> None:
         """Emit every step whose alarm is overdue (:meth:`Replica.catch_up`)."""
-        now = time.monotonic_ns()
+        if now is None:
+            now = time.monotonic_ns()
         for replica in self._replicas:
             replica.catch_up(now)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
-        self._catch_up()
+        taken = time.monotonic_ns()  # the delivered TTFT's start: the client waits through the catch-up too
+        self._catch_up(taken)
         body = await request.read()
         self._catch_up()
         try:
@@ -136,10 +138,10 @@ class SimServer:
                 runtime,
                 _error(503, "The server is overloaded, please retry later.", "server_error", **{"Retry-After": "1"}),
             )
-        return await self._generate(request, runtime, chat, key, fault)
+        return await self._generate(request, runtime, chat, key, fault, taken)
 
     async def _generate(
-        self, request: web.Request, runtime: ModelRuntime, chat: ChatRequest, key: str, fault: str | None
+        self, request: web.Request, runtime: ModelRuntime, chat: ChatRequest, key: str, fault: str | None, taken: int
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         seq_id = next(self._seq)
@@ -166,7 +168,7 @@ class SimServer:
         resp.enable_chunked_encoding()
         stream = Stream(
             seq_id, chat.model, chat.prompt_tokens, output, request.transport, chat.include_usage,
-            loop.create_future(), key, fault, min(runtime.spec.reasoning_tokens, output - 1), chat.history,
+            loop.create_future(), key, fault, min(runtime.spec.reasoning_tokens, output - 1), chat.history, taken,
         )  # fmt: skip
         self._answer(runtime, resp)
         try:

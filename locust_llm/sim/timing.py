@@ -26,7 +26,8 @@ benches hold to their goals) and, apart, how early the early ones were (``early_
 negative values, and an early write is as wrong as a late one.
 
 It also records what the streams were actually delivered (``delivered_ms``), stamped when each write returned: a
-stream's TTFT from when the simulator took its request (after parsing it) to its first token's write, and every
+stream's TTFT from when the simulator took its request (its handler's start, headers parsed, before the handler
+emits any overdue step, :meth:`~locust_llm.sim.runtime.Replica.catch_up`) to its first token's write, and every
 ITL, the gap between two writes to the same stream. Against the schedule these carry the simulator's own lateness;
 against them a client's measurements carry only the client's error (and the request's way in, tens of
 microseconds), which is how ``bench/generator.py`` judges a generator's accuracy on a machine that stalls the
@@ -36,13 +37,11 @@ server too.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from statistics import median
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from locust_llm.histogram import Histogram
-
-if TYPE_CHECKING:
-    from locust_llm.sim.runtime import ModelRuntime
 
 __all__ = ["EARLY_NS", "FILE_EVERY", "LATE_NS", "MAX_LEAD_NS", "WINDOW", "BehindWatch", "EmissionError", "WriteLead"]
 
@@ -178,11 +177,18 @@ def _summary(histogram: Histogram) -> dict[str, float]:
     }
 
 
+class _Counted(Protocol):
+    """What :class:`BehindWatch` reads of a model (``ModelRuntime``): its tokens written, and those written late."""
+
+    tokens_emitted: int
+    late_tokens: int
+
+
 class BehindWatch:
     """Warns (on stderr, at most once a minute) when over 1 % of the tokens of the last interval were late: the
     simulator itself is then the bottleneck and its timing is no longer the ground truth."""
 
-    def __init__(self, models: dict[str, ModelRuntime]) -> None:
+    def __init__(self, models: Mapping[str, _Counted]) -> None:
         self.models = models
         self.last = self._totals()
         self.warned_ns = 0
