@@ -33,6 +33,11 @@ def steal_s(core: int | None, stat: str | None = None) -> float:
     return 0.0
 
 
+def quantile(values: list[int], q: float) -> float:
+    """The ``q`` quantile of sorted ``values`` (nanoseconds), in ms."""
+    return values[min(len(values) - 1, int(q * len(values)))] / 1e6
+
+
 def cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 

@@ -31,7 +31,7 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from _common import PY, ROOT, cores, cpu_s, pinned, start_server, steal_s, stop, table
+from _common import PY, ROOT, cores, cpu_s, pinned, quantile, start_server, steal_s, stop, table
 
 ITL_MS = 20.0
 LATENESS_GOALS_MS = {128: 1.0, 512: 3.0}
@@ -156,8 +156,9 @@ def ideal_writer(streams: int, server_core: int | None, client_core: int | None,
     try:
         for index in range(rounds):
             planned = due - lead.lead_ns()
-            if planned > clock():
-                time.sleep((planned - clock()) / 1e9)
+            delay = planned - clock()
+            if delay > 0:
+                time.sleep(delay / 1e9)
             start = clock()
             stamps = []
             for s in socks:
@@ -176,7 +177,7 @@ def ideal_writer(streams: int, server_core: int | None, client_core: int | None,
         peer.wait()
         peer.stdout.close()
     errors.sort()
-    return Ideal(spent / rounds / streams / 1000, errors[int(0.99 * len(errors))] / 1e6, errors[len(errors) // 2] / 1e6)
+    return Ideal(spent / rounds / streams / 1000, quantile(errors, 0.99), quantile(errors, 0.5))
 
 
 def _enough_files(needed: int) -> None:

@@ -27,14 +27,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-from _common import PY, ROOT, cores, pinned, start_server, stop, table
+from _common import PY, ROOT, cores, pinned, quantile, start_server, stop, table
 
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S, STARTUP_S = 200.0, 20.0, 64, 6.0, 4.0
-
-
-def quantile(values: list[int], q: float) -> float:
-    """The ``q`` quantile of sorted ``values``, in ms."""
-    return values[min(len(values) - 1, int(q * len(values)))] / 1e6
 
 
 def run(
