@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import socket
 import time
 import weakref
 from collections.abc import Callable
+from functools import partial
 from typing import Any, NamedTuple
 
 import gevent._socket3
@@ -97,6 +99,8 @@ def post(
         return Opened(http.request("POST", uri, body=body, headers=headers), None)
     request = b"%b%d%b%b" % (around[0], len(body), around[1], body)
     pool = http._connection_pool
+    if "_is_socket_alive" not in vars(pool):  # once per pool: judged without a yield (module docstring)
+        pool._is_socket_alive = partial(_idle_and_open, pool._is_socket_alive)
     sock = pool.get_socket()
     kwargs = {"block_size": http.block_size, "method": "POST", "headers_type": http.headers_type}
     turn = turn_cell(clock) if type(sock) is gevent._socket3.socket else None  # plain HTTP: the kernel's times,
@@ -154,6 +158,24 @@ def _own_path(http: Any, headers: dict[str, str]) -> bool:
         return False
     names = {name.lower() for name in (*headers, *http.default_headers)}
     return not names & _SENT_BY_REQUEST
+
+
+def _idle_and_open(pools_check: Callable[[Any], bool], sock: Any) -> bool:
+    """Whether a pooled idle connection may carry the next request: what the pool's own check says (a socket that is
+    readable while idle was closed by its peer, or holds bytes nobody asked for, and is not reused), found by one
+    non-blocking ``recv(1, MSG_PEEK)`` on the OS socket (nothing to read: alive) instead of a ``select`` that
+    yields. A socket that is not a plain gevent one (TLS) is judged by ``pools_check``, the pool's own, as before."""
+    if type(sock) is not gevent._socket3.socket:
+        return pools_check(sock)
+    try:
+        if sock.fileno() < 0:
+            return False
+        sock._sock.recv(1, socket.MSG_PEEK)  # returns: the peer closed (b"") or sent unasked bytes
+    except BlockingIOError:
+        return True
+    except (OSError, ValueError):
+        return False
+    return False
 
 
 def _send(sock: Any, data: bytes) -> None:

@@ -2,6 +2,9 @@
 answer, the body's unparsed bytes only for a chunked 200 event stream, the connection pooled as before."""
 
 import gevent
+import gevent.event
+import gevent.select
+import geventhttpclient.connectionpool
 import pytest
 from gevent.server import StreamServer
 from geventhttpclient import HTTPClient
@@ -21,11 +24,14 @@ class Server:
         self.answers = list(answers)
         self.requests: list[bytes] = []
         self.connections = 0
+        self.sockets: list = []  # the server's end of each connection
+        self.closed = gevent.event.Event()  # set when the server closed a connection
         self.server = StreamServer(("127.0.0.1", 0), self.handle)
         self.server.start()
 
     def handle(self, sock, _address):
         self.connections += 1
+        self.sockets.append(sock)
         data = b""
         while self.answers:
             while b"\r\n\r\n" not in data:
@@ -42,6 +48,7 @@ class Server:
             for piece in self.answers.pop(0):
                 if piece is None:
                     sock.close()
+                    self.closed.set()
                     return
                 sock.sendall(piece)
                 gevent.sleep(0.002)
@@ -203,3 +210,59 @@ def test_proxies_and_send_changing_headers_go_through_request(monkeypatch):
     ]:
         assert post(http, "/x", b"{}", headers) == wire.Opened("theirs", None)
     assert len(sent) == 4
+
+
+def read_one(http):
+    opened = post(http, "/v1/chat/completions", b"{}", {})
+    opened.response.feed(opened.body)
+    assert opened.response.read() == b"hello"
+    opened.response.release()
+
+
+def test_a_kept_alive_connection_is_taken_from_the_pool_without_a_yield(serve, monkeypatch):
+    monkeypatch.setattr(geventhttpclient.connectionpool, "select", gevent.select)  # as monkey-patched in Locust
+    server = serve([SSE_HEAD + CHUNKS], [SSE_HEAD + CHUNKS])
+    http = server.client()
+    try:
+        read_one(http)  # the pool now judges its idle sockets by wire's check
+        pool = http._connection_pool
+        ran = []
+        gevent.spawn(ran.append, "other greenlet")  # runs at the first yield to the hub
+        sock = pool.get_socket()
+        assert ran == []  # the pool's select-based check yields (gevent.select.select with timeout 0 sleeps)
+        pool.return_socket(sock)
+        read_one(http)
+        assert ran == ["other greenlet"]
+    finally:
+        http.close()
+    assert server.connections == 1  # the idle connection was judged alive and reused
+
+
+def test_a_connection_its_server_closed_while_idle_is_not_reused(serve):
+    server = serve([SSE_HEAD + CHUNKS, None], [SSE_HEAD + CHUNKS])
+    http = server.client()
+    try:
+        read_one(http)
+        assert server.closed.wait(5)  # closed: on loopback its end of file is already in the client's socket
+        read_one(http)  # on a fresh connection, not a failure
+    finally:
+        http.close()
+    assert server.connections == 2
+
+
+def test_a_connection_holding_bytes_nobody_asked_for_is_not_reused(serve):
+    server = serve([SSE_HEAD + CHUNKS], [SSE_HEAD + CHUNKS], [SSE_HEAD + CHUNKS])
+    http = server.client()
+    try:
+        read_one(http)
+        server.sockets[0].sendall(b"HTTP/1.1 408 Request Timeout\r\n\r\n")  # an idle connection's stray answer
+        read_one(http)
+        read_one(http)  # the fresh connection is kept alive as before
+    finally:
+        http.close()
+    assert server.connections == 2
+
+
+def test_a_tls_socket_is_judged_by_the_pools_own_check():
+    assert wire._idle_and_open(lambda sock: sock == "tls socket", "tls socket") is True
+    assert wire._idle_and_open(lambda sock: False, None) is False
