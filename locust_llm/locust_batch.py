@@ -7,7 +7,9 @@ same two entries (the ``ITL`` row and the total) exactly as that many ``log`` ca
 the same request count, per-second counts, sum, min, max, rounded response-time buckets and content length. Any
 other listener (a plugin, a user's own hook) keeps receiving every event: :func:`sole_runner_listener` says when
 batching is allowed, and is asked on every request. :func:`log_one` does the same for one event (``TTFT``, ``E2E``):
-what the runner's listener does, without ``EventHook.fire`` around it.
+what the runner's listener does, without ``EventHook.fire`` around it. Both take an optional wall-clock time ``at``:
+the recorder logs a request's rows a moment after it ended, several requests together
+(:class:`~locust_llm.recorder.Recorder`), and :func:`log_at` then does what ``StatsEntry.log`` does at that time.
 
 ``tests/unit/test_locust_batch.py`` compares every field of the entries (and the error table) with per-event logging,
 so a Locust upgrade that changes ``StatsEntry.log`` or the runner's listener fails there rather than drifting.
@@ -23,7 +25,7 @@ from typing import Any
 import locust.stats as locust_stats
 from locust.stats import RequestStats
 
-__all__ = ["RUNNER_LISTENER", "log_gaps", "log_one", "sole_runner_listener"]
+__all__ = ["RUNNER_LISTENER", "log_at", "log_gaps", "log_one", "sole_runner_listener"]
 
 _LOCUST_BUCKET = locust_stats.bucket_response_time
 
@@ -46,17 +48,47 @@ def sole_runner_listener(events: Any) -> bool:
 
 
 def log_one(
-    stats: RequestStats, method: str, name: str, response_time: float, length: int, error: Exception | None
+    stats: RequestStats,
+    method: str,
+    name: str,
+    response_time: float,
+    length: int,
+    error: Exception | None,
+    at: float | None = None,
 ) -> None:
-    """What the runner's listener does with one ``request`` event (``exception=error``)."""
-    stats.log_request(method, name, response_time, length)  # type: ignore[arg-type]  # a float, as in log_gaps
-    if error:
-        stats.log_error(method, name, error)
+    """What the runner's listener does with one ``request`` event (``exception=error``); with ``at``, as it would
+    have done it at that wall-clock time (:func:`log_at`; no ``error`` then: Locust dates errors itself)."""
+    if at is None:
+        stats.log_request(method, name, response_time, length)  # type: ignore[arg-type]  # a float, as in log_gaps
+        if error:
+            stats.log_error(method, name, error)
+        return
+    assert error is None, "a failed request is logged when it ends"
+    log_at(stats.total, at, response_time, length)
+    log_at(stats.entries[(name, method)], at, response_time, length)
 
 
-def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Sequence[float]) -> None:
+def log_at(entry: Any, at: float, response_time: float, length: int) -> None:
+    """``StatsEntry.log(response_time, length)`` as Locust runs it at wall-clock time ``at`` (it reads
+    ``time.time()`` itself): the per-second cache when a new second begins, the per-second count and the last
+    request's time (never moved back by a request dated before one already logged), the response time."""
+    second = int(at)
+    last = entry.last_request_timestamp
+    if entry.use_response_times_cache and last and second > int(last):
+        entry._cache_response_times(second - 1)
+    entry.num_requests += 1
+    entry.num_reqs_per_sec[second] += 1
+    if not last or at > last:
+        entry.last_request_timestamp = at
+    entry._log_response_time(response_time)
+    entry.total_content_length += length
+
+
+def log_gaps(
+    stats: RequestStats, method: str, name: str, response_times_ms: Sequence[float], at: float | None = None
+) -> None:
     """Log ``response_times_ms`` (content length 0) under ``(name, method)`` and the total, as that many
-    ``stats.log_request`` calls in the same second would."""
+    ``stats.log_request`` calls in the same second would (that of ``at``, a wall-clock time, when given)."""
     if not response_times_ms:
         return
     first, rest = response_times_ms[0], response_times_ms[1:]
@@ -67,11 +99,14 @@ def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Seq
     rounded = Counter(map(bucket, rest))
     entries: tuple[Any, ...] = (stats.total, stats.entries[(name, method)])  # Locust types times as int; they are
     for entry in entries:  # floats in practice (every response time Locust users report)
-        entry.log(first, 0)  # the per-second cache and the request timestamp, as Locust does them
+        if at is None:
+            entry.log(first, 0)  # the per-second cache and the request timestamp, as Locust does them
+        else:
+            log_at(entry, at, first, 0)
         if not rest:
             continue
         entry.num_requests += len(rest)
-        entry.num_reqs_per_sec[int(entry.last_request_timestamp)] += len(rest)
+        entry.num_reqs_per_sec[int(entry.last_request_timestamp if at is None else at)] += len(rest)
         if _SUM_IN_ORDER:
             entry.total_response_time = sum(rest, entry.total_response_time)
         else:

@@ -95,6 +95,91 @@ def recorder_runs():
     return stats[0] == stats[1], sorted((m, seen.count(m)) for m in set(seen))
 
 
+def full_entries(stats):
+    """:func:`entries` and what the time of each log decides: the per-second counts, the last request's time and the
+    per-second cache of response times."""
+    out = entries(stats)
+    for key, entry in [("total", stats.total), *stats.entries.items()]:
+        out[str(key)].update(
+            per_second=sorted(entry.num_reqs_per_sec.items()),
+            last=entry.last_request_timestamp,
+            cache=[
+                (t, sorted(c.response_times.items()), c.num_requests) for t, c in entry.response_times_cache.items()
+            ],
+        )
+    return out
+
+
+def deferred_runs():
+    """Seeded results (a few failed) recorded by a :class:`Recorder` with the runner alone, whose Locust rows wait,
+    against the same recorded with a plugin listening (every event fired at once), the wall clock scripted to step
+    0.13 s per result: whether every field, per-second count, last time and cached second is equal after
+    ``test_stop``; how many E2E rows were logged before it (fewer than the results: they waited); the rows after a
+    ``report_to_master``, after a ``reset_stats`` (dropped, as the reset would have dropped them), and of a result
+    recorded after that, 0.05 s later (it waits) and once the hub ran past its timer's due time (it was logged)."""
+    import time
+
+    import gevent
+
+    import locust_llm.recorder as recorder_module
+    from locust_llm.collect.collector import Collector
+    from locust_llm.metrics import Outcome, RequestResult
+    from locust_llm.recorder import DEFER_S, Recorder
+
+    rng = random.Random(7)
+    results = []
+    for i in range(80):
+        result = RequestResult(model=rng.choice(["m", "n"]), intended_ns=0, sent_ns=1_000, end_ns=900_000_000)
+        result.token_ns = [200_000_000 + k * rng.randint(1_000_000, 90_000_000) for k in range(rng.randint(1, 40))]
+        if i % 23 == 5:
+            result.fail(Outcome.TIMEOUT, "timeout: no byte for 30 s")
+        results.append(result)
+    real_time = time.time
+    clock = [1_000_000.2]
+    time.time = lambda: clock[0]
+    try:
+        stats, logged = [], 0
+        for plugin in (False, True):
+            clock[0] = 1_000_000.2  # the entries' first cached second is when they were made
+            env = runner_env()
+            if plugin:
+                env.events.request.add_listener(lambda **_kw: None)
+            recorder = Recorder(env.events, Collector(env, "local"), print, lambda env=env: env.runner.stats)
+            for result in results:
+                clock[0] += 0.13
+                recorder.record(result)
+            if not plugin:
+                logged = sum(e.num_requests for (_, method), e in env.runner.stats.entries.items() if method == "E2E")
+            env.events.test_stop.fire(environment=env)
+            stats.append(full_entries(env.runner.stats))
+    finally:
+        time.time = real_time
+    env = runner_env()
+    recorder = Recorder(env.events, Collector(env, "local"), print, lambda env=env: env.runner.stats)
+
+    def e2e_rows():
+        return sum(e.num_requests for (_, method), e in env.runner.stats.entries.items() if method == "E2E")
+
+    recorder.record(results[0])
+    before = e2e_rows()
+    env.events.report_to_master.fire(client_id="w", data={})
+    reported = e2e_rows()
+    recorder.record(results[1])
+    env.runner.stats.reset_all()
+    env.events.reset_stats.fire()
+    env.events.test_stop.fire(environment=env)
+    after_reset = e2e_rows()
+    recorder_module.DEFER_S = 2.0  # long enough that no stall of the machine fires it before the check below
+    recorder.record(results[2])  # its timer is new: the last one was stopped by the reset
+    gevent.sleep(0.05)
+    waiting = e2e_rows()
+    gevent.sleep(2.0)  # the hub's timer fires first: it was due earlier
+    timed = e2e_rows()
+    recorder_module.DEFER_S = DEFER_S
+    return {"equal": stats[0] == stats[1], "logged_before_stop": logged, "results": len(results),
+            "rows": [before, reported, after_reset, waiting, timed]}  # fmt: skip
+
+
 def main():
     seeds = range(int(sys.argv[1]))
     equal = all(compare(s, False) for s in seeds)
@@ -112,6 +197,7 @@ def main():
         "one_equal": all(compare_one(s, False) for s in seeds),
         "one_equal_with_errors_dropped": all(compare_one(s, True) for s in seeds),
         "recorder": recorder_runs(),
+        "deferred": deferred_runs(),
         "runner_alone": alone,
         "with_a_plugin": sole_runner_listener(env.events),
         "no_runner": sole_runner_listener(Events()),

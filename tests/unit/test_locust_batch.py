@@ -12,7 +12,7 @@ from pathlib import Path
 PROBE = Path(__file__).resolve().parents[1] / "support" / "locust_batch_probe.py"
 
 
-def test_batched_logging_equals_one_event_each_and_only_when_the_runner_alone_listens():
+def test_batched_and_deferred_logging_equal_one_event_each_and_only_when_the_runner_alone_listens():
     out = subprocess.run([sys.executable, str(PROBE), "200"], capture_output=True, text=True, timeout=120, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got == {
@@ -22,6 +22,10 @@ def test_batched_logging_equals_one_event_each_and_only_when_the_runner_alone_li
         "one_equal": True,
         "one_equal_with_errors_dropped": False,  # and a missing error
         "recorder": [True, [["E2E", 2], ["ITL", 58], ["TTFT", 2]]],  # the same stats; a plugin sees every event
+        # rows that waited, logged at test_stop, equal rows logged at once, to the second and the cached seconds;
+        # 5 of the 80 waited at the end; one waits, a report logs it; one waits, a reset drops it; one waits until
+        # its timer is due (not at once: a libev timer started again keeps its old due time), then is logged
+        "deferred": {"equal": True, "logged_before_stop": 75, "results": 80, "rows": [0, 1, 0, 0, 1]},
         "runner_alone": True,
         "with_a_plugin": False,
         "no_runner": False,
