@@ -76,7 +76,7 @@ class Recorder:
         events.report_to_master.add_listener(lambda **_kw: self.flush())
         events.test_stop.add_listener(lambda **_kw: self.flush())
         events.quitting.add_listener(lambda **_kw: self.flush())
-        events.reset_stats.add_listener(lambda **_kw: self._drop())
+        events.reset_stats.add_listener(lambda **_kw: self._take())  # dropped: Locust's reset had them
 
     def configure(self, sla: Sla, itl_events: bool) -> None:
         self.sla = sla
@@ -96,7 +96,8 @@ class Recorder:
         stats = self.runner_stats()
         direct = stats if stats is not None and sole_runner_listener(self.events) else None
         if direct is None or not result.ok:
-            self.flush()
+            if self._deferred:
+                self.flush()
             self._log(direct, result, None)
             return
         deferred = self._deferred
@@ -108,23 +109,19 @@ class Recorder:
 
     def flush(self) -> None:
         """Log the deferred requests' Locust rows, each at the time it ended (module docstring)."""
-        deferred = self._deferred
-        if self._timer is not None:
-            self._timer.stop()
-        if not deferred:
-            return
-        self._deferred = []
-        stats = self.runner_stats()
+        deferred = self._take()
+        stats = self.runner_stats() if deferred else None
         if stats is None:
-            return  # no runner any more: nothing to log into
+            return  # nothing waited, or no runner any more to log into
         for at, result in deferred:
             self._log(stats, result, at)
 
-    def _drop(self) -> None:
-        """Forget the deferred requests: Locust reset its statistics, which had them (module docstring)."""
-        self._deferred = []
+    def _take(self) -> list[tuple[float, RequestResult]]:
+        """The deferred requests, no longer waiting (their timer stopped)."""
+        deferred, self._deferred = self._deferred, []
         if self._timer is not None:
             self._timer.stop()
+        return deferred
 
     def _arm(self) -> None:
         """Flush in :data:`DEFER_S`: a new one-shot timer each time (a libev timer started again after it fired or
