@@ -160,7 +160,7 @@ def pump(
     hub = get_hub()
     waiter = Waiter(hub)
     defer = hub.loop.run_callback
-    watcher = hub.loop.io(sock.fileno(), 1)
+    watcher, made = _read_watcher(sock, hub)
     head, tail = _usual(tokens, buffer, decoder, unchunker)
     token_ns = None if tokens is None else tokens.token_ns
     slices = None if tokens is None else tokens.slices
@@ -199,7 +199,7 @@ def pump(
         watcher.stop()
         defer(waiter.switch, None)  # after the other sockets ready now are read (module docstring)
 
-    _sleep(watcher, waiter, readable)
+    _sleep(watcher, waiter, readable, made)
 
 
 def wait_readable(sock: Any) -> None:
@@ -208,13 +208,13 @@ def wait_readable(sock: Any) -> None:
     hub = get_hub()
     waiter = Waiter(hub)
     defer = hub.loop.run_callback
-    watcher = hub.loop.io(sock.fileno(), 1)
+    watcher, made = _read_watcher(sock, hub)
 
     def readable() -> None:
         watcher.stop()
         defer(waiter.switch, None)
 
-    _sleep(watcher, waiter, readable)
+    _sleep(watcher, waiter, readable, made)
 
 
 def turn_cell(clock: Callable[[], int]) -> list[int] | None:
@@ -246,15 +246,29 @@ def turn_cell(clock: Callable[[], int]) -> list[int] | None:
     return cell
 
 
-def _sleep(watcher: Any, waiter: Waiter, readable: Callable[[], None]) -> None:
+def _read_watcher(sock: Any, hub: Any) -> tuple[Any, bool]:
+    """The libev read watcher for ``sock`` (a plain gevent socket) and whether it was made for this wait: gevent's
+    own (``sock._read_event``, which its ``recv`` waits on and which stays idle while a request owns the socket),
+    else, when it is gone or busy, a new one. A watcher made per wait costs a ``fcntl`` (gevent checks the
+    descriptor) and a failed ``epoll_ctl`` (libev registers a descriptor afresh for a new watcher), twice per
+    request."""
+    watcher = sock._read_event
+    if watcher is None or watcher.callback is not None:
+        return hub.loop.io(sock.fileno(), 1), True
+    return watcher, False
+
+
+def _sleep(watcher: Any, waiter: Waiter, readable: Callable[[], None], made: bool) -> None:
     """Sleep in ``waiter`` while the hub runs ``readable`` whenever ``watcher``'s socket is readable; the watcher is
-    stopped and released on every way out (a wake-up, an exception, the deadline, a Locust stop)."""
+    stopped on every way out (a wake-up, an exception, the deadline, a Locust stop), and released unless it is the
+    socket's own (:func:`_read_watcher`)."""
     watcher.start(readable)
     try:
         waiter.get()
     finally:
         watcher.stop()
-        watcher.close()
+        if made:
+            watcher.close()
 
 
 _NOT_USUAL = (b"", b"")

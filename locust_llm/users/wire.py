@@ -21,11 +21,12 @@ the response is a :class:`~locust_llm.users.head.StreamResponse`, which stands i
 and builds it only when a byte must be handed to its parser. Over plain HTTP the request is sent with one ``send`` on
 the OS socket first (:func:`_send`).
 
-While it waits for the head, the user sleeps in :func:`~locust_llm.users.pump.wait_readable`: it is woken after the
-bytes that arrived for other streams in the same turn of the loop are read and stamped (:mod:`.pump`'s rule), not
-in the middle of them. Over plain HTTP on Linux the socket asks for the kernel's receive times before the request
-goes, and the head is read with ``recvmsg``: the body bytes that came with it (a server that sends its first token
-with its head) carry when the kernel received them (``Opened.body_ns``), however late the user got to them.
+While it waits for the head, the user sleeps in :func:`~locust_llm.users.pump.wait_readable` (before its first read:
+a read just after the send finds nothing and fails): it is woken after the bytes that arrived for other streams in
+the same turn of the loop are read and stamped (:mod:`.pump`'s rule), not in the middle of them. Over plain HTTP on
+Linux the socket asks for the kernel's receive times before the request goes, and the head is read with ``recvmsg``:
+the body bytes that came with it (a server that sends its first token with its head) carry when the kernel received
+them (``Opened.body_ns``), however late the user got to them.
 """
 
 from __future__ import annotations
@@ -204,6 +205,8 @@ def _read_head(
     at_ns = None
     plain = type(sock) is gevent._socket3.socket and sock.timeout is None
     raw = sock._sock if plain else None  # the non-blocking OS socket under the cooperative one
+    if raw is not None:  # the answer is almost never in yet: wait first rather than fail a read (a syscall and an
+        wait_readable(sock)  # exception per request); an answer already in makes the wait return at the next turn
     while True:
         try:
             if raw is None:

@@ -211,6 +211,31 @@ def test_keep_alive_reuses_the_connection_after_a_pumped_body(monkeypatch):
     assert script.connections == 1
 
 
+def test_the_waits_use_the_socket_s_own_read_watcher_and_leave_it_idle(monkeypatch):
+    script = Script(timed([HEAD] + [frame(e) for e in EVENTS] + [END]))
+    http = HTTPClient("127.0.0.1", script.server.server_port, network_timeout=None, connection_timeout=5)
+    used = []
+    real = pump_module._read_watcher
+
+    def spy(sock, hub):
+        watcher, made = real(sock, hub)
+        used.append((sock, watcher, made))
+        return watcher, made
+
+    monkeypatch.setattr(pump_module, "_read_watcher", spy)
+    try:
+        results = [run_stream(http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=5, intended_ns=0,
+                              clock=script.clock) for _ in range(2)]  # fmt: skip
+        assert [r.outcome for r in results] == [Outcome.OK, Outcome.OK]
+        assert used and all(not made and watcher is sock._read_event for sock, watcher, made in used)
+        sock = used[-1][0]
+        assert sock._read_event.callback is None and not sock._read_event.active  # gevent's recv may wait on it
+        assert {id(s) for s, _, _ in used} == {id(sock)}  # one connection, one watcher, never closed
+    finally:
+        http.close()
+        script.close()
+
+
 # -- the event cutter against the SSE decoder, without sockets ----------------------------------------------------
 
 from hypothesis import given, settings  # noqa: E402
