@@ -170,9 +170,8 @@ class Replica:
             return  # the step was emitted by catch_up; the alarm had turned readable before it was re-armed
         self._due_ns = None
         emissions = self.engine.advance(max(time.monotonic_ns() + EARLY_NS, due))
-        start = time.monotonic_ns()
-        end = self._write(emissions) if emissions else start
-        self.lead.observe(len(emissions), start - self._planned_ns, end - start)
+        start, end, tokens = self._write(emissions) if emissions else (time.monotonic_ns(), 0, 0)
+        self.lead.observe(tokens, start - self._planned_ns, end - start if tokens else 0)
         self._reschedule()
 
     def close(self) -> None:
@@ -181,21 +180,18 @@ class Replica:
             self._alarm.close()
             self._alarm = None
 
-    def _write(self, emissions: list[Emission]) -> int:
-        """Write every emitted token to its stream: the simulator's hot path, kept to plain local operations. The
-        loop does nothing but write and note each token's error and delivered interval: they are filed after the
-        last write, so that the step's writes span as little time as they can (:mod:`.timing`). Returns when the
-        last write ended."""
+    def _write(self, emissions: list[Emission]) -> tuple[int, int, int]:
+        """Write every emitted token to its stream: the simulator's hot path. Every chunk is made first, then a loop
+        does nothing but write them and stamp each write's end, so that the step's writes span as little time as they
+        can (:mod:`.timing`); then each token's error and delivered interval, and the streams that ended, are filed in
+        the emissions' order (a token of a response not streamed is stamped when taken). Returns when the writes
+        began (the chunks' making counts in the delay before them), when the last ended, and how many tokens it took."""
         streams = self.streams
         runtime = self.runtime
         seed = runtime.seed
         clock = time.monotonic_ns
-        errors: list[int] = []
-        noted = errors.append
-        ending: list[Stream] = []  # ended with a conversation to cache: cached after the last write
-        firsts: list[int] = []  # delivered TTFTs and ITLs (.timing)
-        gaps: list[int] = []
-        end = clock()
+        taken: list[tuple[Stream, int, int, bool, int]] = []  # (stream, index, due, last, stamp or 0: written)
+        writes: list[tuple[Any, bytes]] = []  # (transport.write, chunk) of each token to write
         for seq_id, index, at_ns, last in emissions:
             stream = streams.get(seq_id)
             if stream is None:
@@ -205,29 +201,43 @@ class Replica:
                 stream.text.append(token_text(seed, seq_id, index))
                 if last:
                     stream.cached = self.cached_tokens(stream)
-            elif transport.is_closing():
+                taken.append((stream, index, at_ns, last, clock()))
+                continue
+            if transport.is_closing():
                 self.cancel(stream)
                 stream.finish()
                 continue
-            elif stream.fault is not None and index == stream.fault_at and stream.fault in MID_STREAM:
+            if stream.fault is not None and index == stream.fault_at and stream.fault in MID_STREAM:
                 self._inject(stream, transport)
                 continue
-            else:
-                head = stream.head if index >= stream.reasoning else stream.reasoning_head
-                word = TOKEN_JSON[token_id(seed, seq_id, index)]
-                if last:
-                    payload = head + word + stream.tail + stream.final_chunks("length", self.cached_tokens(stream))
-                    chunk = b"%x\r\n%b\r\n" % (len(payload), payload)
-                else:  # one formatting, no joined payload: the usual token
-                    chunk = b"%x\r\n%b%b%b\r\n" % (len(head) + len(word) + len(stream.tail), head, word, stream.tail)
-                transport.write(chunk)  # type: ignore[attr-defined]
-            end = clock()
-            noted(end - at_ns)
-            if transport is not None:
-                (gaps if index else firsts).append(end - stream.sent_ns)
-                stream.sent_ns = end
+            head = stream.head if index >= stream.reasoning else stream.reasoning_head
+            word = TOKEN_JSON[token_id(seed, seq_id, index)]
             if last:
-                del streams[seq_id]
+                payload = head + word + stream.tail + stream.final_chunks("length", self.cached_tokens(stream))
+                chunk = b"%x\r\n%b\r\n" % (len(payload), payload)
+            else:  # one formatting, no joined payload: the usual token
+                chunk = b"%x\r\n%b%b%b\r\n" % (len(head) + len(word) + len(stream.tail), head, word, stream.tail)
+            writes.append((transport.write, chunk))  # type: ignore[attr-defined]
+            taken.append((stream, index, at_ns, last, 0))
+        stamps: list[int] = []
+        stamp = stamps.append
+        begin = clock()
+        for write, chunk in writes:
+            write(chunk)
+            stamp(clock())
+        errors: list[int] = []
+        ending: list[Stream] = []  # ended with a conversation to cache: cached after the last write
+        firsts: list[int] = []  # delivered TTFTs and ITLs (.timing)
+        gaps: list[int] = []
+        written = iter(stamps)
+        for stream, index, at_ns, last, at in taken:
+            if not at:
+                at = next(written)
+                (gaps if index else firsts).append(at - stream.sent_ns)
+                stream.sent_ns = at
+            errors.append(at - at_ns)
+            if last:
+                del streams[stream.seq_id]
                 runtime.release(stream)
                 stream.finish()
                 if stream.history is not None:
@@ -237,7 +247,7 @@ class Replica:
         runtime.tokens_emitted += len(errors)
         runtime.late_tokens += runtime.emission.add(errors, LATE_NS)
         runtime.emission.deliver(firsts, gaps)
-        return end
+        return begin, stamps[-1] if stamps else begin, len(taken)
 
     def cached_tokens(self, stream: Stream) -> int:
         """``stream`` has its last token: its prompt tokens its engine served from the prefix cache."""

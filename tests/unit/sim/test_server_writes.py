@@ -57,3 +57,52 @@ def test_the_head_leaves_with_the_role_chunk_and_each_token_alone(monkeypatch):
     assert b'"role":"assistant"' in answer[0]  # the head and the role chunk: one write
     assert len(answer) == 1 + TOKENS + 1  # then a write per token (the last with the finish chunk), the end
     assert answer[-1] == b"0\r\n\r\n"
+
+
+def test_a_step_makes_every_chunk_before_its_first_write_and_stamps_each_write(monkeypatch):
+    """The writes of a step span as little time as they can (``Replica._write``): no token is formatted between two
+    writes, and each stream's delivered time is its own write's stamp, within the writes' span."""
+    import locust_llm.sim.runtime as runtime_module
+    from locust_llm.sim.runtime import Stream
+
+    order: list[tuple[str, int]] = []
+
+    class Transport:
+        def __init__(self, seq_id: int) -> None:
+            self.seq_id = seq_id
+            self.chunks: list[bytes] = []
+
+        def is_closing(self) -> bool:
+            return False
+
+        def write(self, chunk: bytes) -> None:
+            order.append(("write", self.seq_id))
+            self.chunks.append(chunk)
+
+    made = runtime_module.token_id
+
+    def token_id(seed: int, seq_id: int, index: int) -> int:
+        order.append(("made", seq_id))
+        return made(seed, seq_id, index)
+
+    monkeypatch.setattr(runtime_module, "token_id", token_id)
+    spec = ModelSpec("m", engine="pacing", pacing=PacingParams(ttft_ms=5, itl_ms=1, capacity=8))
+    replica = SimServer(SimConfig(models=(spec,))).models["m"].replicas[0]
+    loop = asyncio.new_event_loop()
+    try:
+        transports = {seq_id: Transport(seq_id) for seq_id in (1, 2, 3)}
+        streams = {seq_id: Stream(seq_id, "m", 10, 8, t, True, loop.create_future(), taken_ns=0)
+                   for seq_id, t in transports.items()}  # fmt: skip
+        replica.streams.update(streams)
+        due = 1_000
+        begin, end, tokens = replica._write([(seq_id, 1, due, False) for seq_id in (1, 2, 3)])
+    finally:
+        loop.close()
+    assert order == [("made", 1), ("made", 2), ("made", 3), ("write", 1), ("write", 2), ("write", 3)]
+    assert tokens == 3 and begin <= end
+    stamps = [streams[seq_id].sent_ns for seq_id in (1, 2, 3)]
+    assert begin <= stamps[0] <= stamps[1] <= stamps[2] == end  # each stream's own write, in the step's order
+    for transport in transports.values():
+        (chunk,) = transport.chunks
+        size, _, payload = chunk.partition(b"\r\n")
+        assert int(size, 16) == len(payload) - 2 and b'"content":' in payload  # one framed token chunk each
