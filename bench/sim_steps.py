@@ -1,0 +1,138 @@
+"""Where a simulator step's lateness comes from: a per-step trace of its writes, and what a precise start would give.
+
+    python bench/sim_steps.py [--streams 512] [--seconds 12]
+
+Runs the simulator as ``bench/sim_bench.py`` does (one batching engine in lock step, 20 ms decode steps, pinned to
+one core; ``bench/stream_client.py`` on another) with every step traced: when it was due, when its alarm was planned,
+when its first write began and its last ended, and how many tokens it wrote. For the steps of the window after the
+warm-up that wrote at least half the streams, it prints the distribution of how early the first write went, how
+late the last, the wake delay (planned instant to first write: the alarm's wake-up, the engine's step and the
+chunks' making) and the cost per write; then the token lateness p50/p90/p99 reconstructed from the trace (each
+step's tokens spread evenly over its writes) as it was, and as it would be if every step's writes began exactly at
+their planned instant (the due time less half the expected span, from the median cost per write of the previous
+:data:`~locust_llm.sim.timing.WINDOW` steps) with the same spans: what a start free of the wake-up's variance
+would reach. Beside them, ``/sim/stats``' own lateness over the same window.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from statistics import median
+
+from _common import PY, ROOT, cores, pinned
+from sim_bench import MAX_TOKENS, SIM_ARGS, fetch
+
+TRACED = r"""
+import atexit, json, sys, time
+import locust_llm.sim.runtime as runtime
+out, steps = sys.argv.pop(1), []
+fire, write = runtime.Replica._fire, runtime.Replica._write
+
+def traced_write(self, emissions):
+    self.bench_written = write(self, emissions)
+    return self.bench_written
+
+def traced_fire(self):
+    due, planned, self.bench_written = self._due_ns, self._planned_ns, None
+    fire(self)
+    if due is not None and self.bench_written is not None:
+        steps.append((due, planned, *self.bench_written))
+
+runtime.Replica._write, runtime.Replica._fire = traced_write, traced_fire
+atexit.register(lambda: json.dump(steps, open(out, "w")))
+from locust_llm.sim.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+"""The simulator with ``Replica._fire`` traced: (due, planned, first write's start, last write's end, tokens)."""
+
+
+def run(streams: int, seconds: float) -> tuple[list[list[int]], dict, int]:
+    """Run the traced simulator and its client; the steps, ``/sim/stats`` at the window's end, the window's start."""
+    available = cores()
+    server_core, client_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "steps.json"
+        cmd = [PY, "-c", TRACED, str(trace), "--port", "0", *SIM_ARGS]
+        proc = subprocess.Popen(pinned(cmd, server_core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                                text=True)  # fmt: skip
+        assert proc.stdout is not None
+        url = None
+        while url is None:
+            line = proc.stdout.readline()
+            if not line:
+                raise SystemExit("sim_steps: the simulator did not start")
+            match = re.search(r"listening on (https?://\S+)", line)
+            url = match.group(1) if match else None
+        origin = url.rsplit("/v1", 1)[0]
+        client_cmd = [PY, str(ROOT / "bench" / "stream_client.py"), url, "bench", str(streams), str(MAX_TOKENS),
+                      str(seconds)]  # fmt: skip
+        client = subprocess.Popen(pinned(client_cmd, client_core), stdout=subprocess.DEVNULL)
+        time.sleep(2.0)  # connections open and streams settle
+        fetch(origin + "/sim/reset-lateness", "POST")
+        start = time.monotonic_ns()
+        time.sleep(max(1.0, seconds - 3.0))
+        stats = fetch(origin + "/sim/stats")
+        client.wait(timeout=seconds + 120)
+        proc.terminate()
+        proc.wait(timeout=30)
+        return json.loads(trace.read_text()), stats, start
+
+
+def _q(values: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``values``."""
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+def reconstruct(steps: list[list[int]], precise: bool) -> list[float]:
+    """Each token's |written - due| (ms), its step's writes spread evenly over their span; with ``precise``, each
+    step's writes begin at the due time less half the span the previous steps' median cost per write expects."""
+    errors, costs = [], []
+    for due, _planned, begin, end, tokens in steps:
+        if not tokens:
+            continue
+        cost = (end - begin) / tokens
+        start = due - tokens * median(costs[-15:]) / 2 if precise and costs else begin
+        errors += [abs(start + k * cost - due) / 1e6 for k in range(1, tokens + 1)]
+        costs.append(cost)
+    return sorted(errors)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--streams", type=int, default=512, help="Concurrent streams (default: 512).")
+    parser.add_argument("--seconds", type=float, default=12.0, help="Client run time (default: 12).")
+    args = parser.parse_args()
+    if args.streams < 2 or args.seconds < 5:
+        parser.error(f"--streams must be at least 2 and --seconds at least 5, got {args.streams} and {args.seconds}")
+    steps, stats, start = run(args.streams, args.seconds)
+    window = [s for s in steps if s[0] >= start]
+    full = [s for s in window if s[4] >= args.streams // 2]
+    print(f"{args.streams} streams: {len(window)} steps in the window, {len(full)} of at least half the streams")
+    columns = {
+        "first write early (ms)": [(due - begin) / 1e6 for due, _p, begin, _e, _n in full],
+        "last write late (ms)": [(end - due) / 1e6 for due, _p, _b, end, _n in full],
+        "wake delay (ms)": [(begin - planned) / 1e6 for _d, planned, begin, _e, _n in full],
+        "cost per write (us)": [(end - begin) / n / 1e3 for _d, _p, begin, end, n in full],
+    }
+    for name, values in columns.items():
+        values.sort()
+        cells = "  ".join(f"p{int(q * 100)} {_q(values, q):7.3f}" for q in (0.1, 0.5, 0.9, 0.99))
+        print(f"  {name:24s} {cells}  max {values[-1]:7.3f}")
+    for name, precise in (("as written", False), ("with a precise start", True)):
+        errors = reconstruct(window, precise)
+        cells = "  ".join(f"p{int(q * 100)} {_q(errors, q):6.3f}" for q in (0.5, 0.9, 0.99))
+        print(f"  token lateness, {name:22s} {cells} ms")
+    late = stats["lateness_ms"]
+    print(f"  /sim/stats lateness: p50 {late['p50']:.3f}  p99 {late['p99']:.3f} ms; early p99 "
+          f"{stats['early_ms']['p99']:.3f} ms")  # fmt: skip
+
+
+if __name__ == "__main__":
+    sys.exit(main())
