@@ -29,6 +29,8 @@ from statistics import median
 from _common import PY, ROOT, cores, pinned
 from sim_bench import MAX_TOKENS, SIM_ARGS, fetch
 
+from locust_llm.sim.timing import WINDOW
+
 TRACED = r"""
 import atexit, json, sys, time
 import locust_llm.sim.runtime as runtime
@@ -98,7 +100,7 @@ def reconstruct(steps: list[list[int]], precise: bool) -> list[float]:
         if not tokens:
             continue
         cost = (end - begin) / tokens
-        start = due - tokens * median(costs[-15:]) / 2 if precise and costs else begin
+        start = due - tokens * median(costs[-WINDOW:]) / 2 if precise and costs else begin
         errors += [abs(start + k * cost - due) / 1e6 for k in range(1, tokens + 1)]
         costs.append(cost)
     return sorted(errors)

@@ -50,25 +50,9 @@ REFERENCE_WORKLOAD = {"prompt_tokens": 30, "max_tokens": 128}
 class Stream:
     """One response in flight. Streaming ones write SSE chunks to ``transport``; others collect text."""
 
-    __slots__ = (
-        "cached",
-        "done",
-        "fault",
-        "fault_at",
-        "fmt",
-        "head",
-        "history",
-        "key",
-        "output_tokens",
-        "prompt_tokens",
-        "reasoning",
-        "reasoning_head",
-        "sent_ns",
-        "seq_id",
-        "tail",
-        "text",
-        "transport",
-    )
+    __slots__ = ("cached", "done", "fault", "fault_at", "fmt", "head", "history", "key", "output_tokens",
+                 "prompt_tokens", "reasoning", "reasoning_head", "sent_ns", "seq_id", "tail", "text",
+                 "transport")  # fmt: skip
 
     def __init__(
         self,
@@ -170,8 +154,9 @@ class Replica:
             return  # the step was emitted by catch_up; the alarm had turned readable before it was re-armed
         self._due_ns = None
         emissions = self.engine.advance(max(time.monotonic_ns() + EARLY_NS, due))
-        start, end, tokens = self._write(emissions) if emissions else (time.monotonic_ns(), 0, 0)
-        self.lead.observe(tokens, start - self._planned_ns, end - start if tokens else 0)
+        now = time.monotonic_ns()
+        start, end, tokens = self._write(emissions) if emissions else (now, now, 0)
+        self.lead.observe(tokens, start - self._planned_ns, end - start)
         self._reschedule()
 
     def close(self) -> None:
