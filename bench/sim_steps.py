@@ -4,14 +4,16 @@
 
 Runs the simulator as ``bench/sim_bench.py`` does (one batching engine in lock step, 20 ms decode steps, pinned to
 one core; ``bench/stream_client.py`` on another) with every step traced: when it was due, when its alarm was planned,
-when its first write began and its last ended, and how many tokens it wrote. For the steps of the window after the
-warm-up that wrote at least half the streams, it prints the distribution of how early the first write went, how
-late the last, the wake delay (planned instant to first write: the alarm's wake-up, the engine's step and the
-chunks' making) and the cost per write; then the token lateness p50/p90/p99 reconstructed from the trace (each
-step's tokens spread evenly over its writes) as it was, and as it would be if every step's writes began exactly at
-their planned instant (the due time less half the expected span, from the median cost per write of the previous
-:data:`~locust_llm.sim.timing.WINDOW` steps) with the same spans: what a start free of the wake-up's variance
-would reach. Beside them, ``/sim/stats``' own lateness over the same window.
+when its chunks were made, the instant its writes were to begin (a precise start, ``locust_llm/sim/timing.py``),
+when the first began and the last ended, and how many tokens it wrote. For the steps of the window after the
+warm-up that wrote at least half the streams, it prints how many started precisely and how many of those began
+over 50 us late; the distribution of how early the first write went, how late the last, the wake delay (planned
+instant to made: the alarm's wake-up, the engine's step and the chunks' making), the time from made to the first
+write (the loop free, then a spin), the start error (first write less its instant) and the cost per write; then
+the token lateness p50/p90/p99 reconstructed from the trace (each step's tokens spread evenly over its writes) as
+it was, and as it would be if every step's writes began exactly at the due time less half the span the median
+cost per write of the previous :data:`~locust_llm.sim.timing.WINDOW` steps expects, with the same spans. Beside
+them, ``/sim/stats``' own lateness over the same window.
 """
 
 from __future__ import annotations
@@ -35,24 +37,23 @@ TRACED = r"""
 import atexit, json, sys, time
 import locust_llm.sim.runtime as runtime
 out, steps = sys.argv.pop(1), []
-fire, write = runtime.Replica._fire, runtime.Replica._write
+written, write = runtime.Replica._written, runtime.Replica._write
 
-def traced_write(self, emissions):
-    self.bench_written = write(self, emissions)
-    return self.bench_written
+def traced_write(self, made):
+    self.bench_span = write(self, made)
+    return self.bench_span
 
-def traced_fire(self):
-    due, planned, self.bench_written = self._due_ns, self._planned_ns, None
-    fire(self)
-    if due is not None and self.bench_written is not None:
-        steps.append((due, planned, *self.bench_written))
+def traced_written(self, made):
+    written(self, made)
+    steps.append((made.due, made.planned, made.ready, made.start, *self.bench_span, len(made.taken)))
 
-runtime.Replica._write, runtime.Replica._fire = traced_write, traced_fire
+runtime.Replica._write, runtime.Replica._written = traced_write, traced_written
 atexit.register(lambda: json.dump(steps, open(out, "w")))
 from locust_llm.sim.cli import main
 sys.exit(main(sys.argv[1:]))
 """
-"""The simulator with ``Replica._fire`` traced: (due, planned, first write's start, last write's end, tokens)."""
+"""The simulator with ``Replica._written`` traced: (due, planned, ready, the writes' instant or 0, first write's
+start, last write's end, tokens) per step."""
 
 
 def run(streams: int, seconds: float) -> tuple[list[list[int]], dict, int]:
@@ -96,7 +97,7 @@ def reconstruct(steps: list[list[int]], precise: bool) -> list[float]:
     """Each token's |written - due| (ms), its step's writes spread evenly over their span; with ``precise``, each
     step's writes begin at the due time less half the span the previous steps' median cost per write expects."""
     errors, costs = [], []
-    for due, _planned, begin, end, tokens in steps:
+    for due, _planned, _ready, _start, begin, end, tokens in steps:
         if not tokens:
             continue
         cost = (end - begin) / tokens
@@ -115,13 +116,18 @@ def main() -> None:
         parser.error(f"--streams must be at least 2 and --seconds at least 5, got {args.streams} and {args.seconds}")
     steps, stats, start = run(args.streams, args.seconds)
     window = [s for s in steps if s[0] >= start]
-    full = [s for s in window if s[4] >= args.streams // 2]
+    full = [s for s in window if s[6] >= args.streams // 2]
     print(f"{args.streams} streams: {len(window)} steps in the window, {len(full)} of at least half the streams")
+    precise = [(start, begin) for _d, _p, _r, start, begin, _e, _n in full if start]
+    late = sum(begin - start > 50_000 for start, begin in precise)
+    print(f"  {len(precise)} of them started precisely, {late} of those over 50 us after their instant")
     columns = {
-        "first write early (ms)": [(due - begin) / 1e6 for due, _p, begin, _e, _n in full],
-        "last write late (ms)": [(end - due) / 1e6 for due, _p, _b, end, _n in full],
-        "wake delay (ms)": [(begin - planned) / 1e6 for _d, planned, begin, _e, _n in full],
-        "cost per write (us)": [(end - begin) / n / 1e3 for _d, _p, begin, end, n in full],
+        "first write early (ms)": [(due - begin) / 1e6 for due, _p, _r, _s, begin, _e, _n in full],
+        "last write late (ms)": [(end - due) / 1e6 for due, _p, _r, _s, _b, end, _n in full],
+        "wake delay (ms)": [(ready - planned) / 1e6 for _d, planned, ready, _s, _b, _e, _n in full],
+        "made to written (ms)": [(begin - ready) / 1e6 for _d, _p, ready, _s, begin, _e, _n in full],
+        "start error (us)": [(begin - start) / 1e3 for start, begin in precise] or [0.0],
+        "cost per write (us)": [(end - begin) / n / 1e3 for _d, _p, _r, _s, begin, end, n in full],
     }
     for name, values in columns.items():
         values.sort()

@@ -35,73 +35,34 @@ from locust_llm.sim.engine import Emission, PacingEngine, SeqRequest
 from locust_llm.sim.faults import MID_STREAM
 from locust_llm.sim.limits import RateLimiter
 from locust_llm.sim.prefix import next_key
-from locust_llm.sim.timing import EARLY_NS, LATE_NS, EmissionError, WriteLead
-from locust_llm.sim.tokens import TOKEN_JSON, token_id, token_text, token_texts
+from locust_llm.sim.stream import Stream
+from locust_llm.sim.timing import ALARM_GUARD_NS, EARLY_NS, LATE_NS, MAX_SPIN_NS, EmissionError, WriteLead
+from locust_llm.sim.tokens import TOKEN_JSON, token_id, token_text
 from locust_llm.sim.truth import open_loop_truth, saturation_users, steady_state
-from locust_llm.sim.wire import ChunkFormat, frame
+from locust_llm.sim.wire import frame
 from locust_llm.tokens import message_tokens
 
-__all__ = ["REFERENCE_WORKLOAD", "ModelRuntime", "Replica", "Stream"]
+__all__ = ["REFERENCE_WORKLOAD", "ModelRuntime", "Replica"]
 
 REFERENCE_WORKLOAD = {"prompt_tokens": 30, "max_tokens": 128}
 """The workload of the truth shown in ``/sim/stats``: about the built-in prompts with the default --max-tokens."""
 
 
-class Stream:
-    """One response in flight. Streaming ones write SSE chunks to ``transport``; others collect text."""
+_Taken = tuple[Stream, int, int, bool, int]
+"""(stream, token index, due, last, stamp): the stamp of a response not streamed, else 0 until written."""
 
-    __slots__ = ("cached", "done", "fault", "fault_at", "fmt", "head", "history", "key", "output_tokens",
-                 "prompt_tokens", "reasoning", "reasoning_head", "sent_ns", "seq_id", "tail", "text",
-                 "transport")  # fmt: skip
 
-    def __init__(
-        self,
-        seq_id: int,
-        model: str,
-        prompt_tokens: int,
-        output_tokens: int,
-        transport: asyncio.BaseTransport | None,
-        include_usage: bool,
-        done: asyncio.Future[None],
-        key: str = "",
-        fault: str | None = None,
-        reasoning: int = 0,
-        history: tuple[str, int] | None = None,
-        taken_ns: int | None = None,
-    ) -> None:
-        self.seq_id = seq_id
-        self.sent_ns = time.monotonic_ns() if taken_ns is None else taken_ns
-        """When its last token's write returned; until then, when the simulator took the request (``taken_ns``: its
-        handler's start, before any overdue step the handler emitted first; else now), for the delivered TTFT."""
-        self.cached = 0  # its cached prompt tokens, known when it ends
-        self.reasoning = reasoning
-        """How many of its first tokens are reasoning."""
-        self.history = history
-        """(key, tokens) of the request's messages, to cache with the reply when it ends (automatic caching)."""
-        self.prompt_tokens = prompt_tokens
-        self.output_tokens = output_tokens
-        self.transport = transport
-        self.done = done
-        self.key = key
-        self.fault = fault
-        self.fault_at = output_tokens // 2
-        self.text: list[str] = []
-        self.fmt = ChunkFormat(seq_id, model, include_usage)
-        self.head, self.tail = self.fmt.head, self.fmt.tail
-        self.reasoning_head = self.fmt.reasoning_head
+class _Made:
+    """A step whose chunks are made: what its writes need, and when they are to begin (:meth:`Replica._fire`)."""
 
-    def final_chunks(self, finish_reason: str, cached_tokens: int = 0) -> bytes:
-        done = self.fault != "no-done"
-        return self.fmt.final_chunks(finish_reason, self.prompt_tokens, self.output_tokens, done, cached_tokens,
-                                     self.reasoning)  # fmt: skip
+    __slots__ = ("cancelled", "due", "planned", "ready", "start", "taken", "writes")
 
-    def reply(self, seed: int) -> str:
-        """The answer's text, as a client joins its content deltas."""
-        return token_texts(seed, self.seq_id, self.reasoning, self.output_tokens)
-
-    def finish(self) -> None:
-        if not self.done.done():
-            self.done.set_result(None)
+    def __init__(self, due: int, planned: int) -> None:
+        self.due, self.planned = due, planned  # when the step ends; when its alarm was asked to ring
+        self.ready = self.start = 0  # when its chunks were made; when its writes are to begin (0: at once)
+        self.taken: list[_Taken] = []
+        self.writes: list[tuple[Any, bytes]] = []  # (transport.write, chunk) of each token to write
+        self.cancelled = False  # a stream of it was cancelled after it was made
 
 
 class Replica:
@@ -114,6 +75,7 @@ class Replica:
         self._alarm: Alarm | None = None  # made in the running loop on first use
         self._due_ns: int | None = None  # the engine event the alarm is armed for
         self._planned_ns = 0  # when the alarm was asked to ring
+        self._made: _Made | None = None  # a step made, its alarm re-armed for its writes' instant
         self.lead = WriteLead()
 
     @property
@@ -129,12 +91,14 @@ class Replica:
         if self.streams.pop(stream.seq_id, None) is not None:
             self.engine.cancel(stream.seq_id, time.monotonic_ns())
             self.runtime.release(stream)
+            if self._made is not None:
+                self._made.cancelled = True
             self._reschedule()
 
     def _reschedule(self) -> None:
         due = self.engine.next_event_ns()
-        if due is None or (self._due_ns is not None and self._due_ns <= due):
-            return
+        if due is None or self._made is not None or (self._due_ns is not None and self._due_ns <= due):
+            return  # (a step made and waiting to be written re-arms the alarm once written)
         if self._alarm is None:
             self._alarm = Alarm(asyncio.get_running_loop(), self._fire)
         self._due_ns = due
@@ -145,38 +109,65 @@ class Replica:
         """Emit the step now if its alarm should have rung already: called by the request handlers, so that a burst
         of requests (a whole batch of clients starting over at once) delays a step by one handler, not by all of
         them, which run before the loop next looks at the alarm (module docstring)."""
-        if self._due_ns is not None and now_ns >= self._planned_ns:
+        if now_ns >= self._planned_ns and (self._due_ns is not None or self._made is not None):
             self._fire()
 
     def _fire(self) -> None:
+        """The alarm rang (or a handler caught up): make the due step's chunks, then write them now, or, for a step
+        to start precisely (:mod:`.timing`), at their instant, the alarm re-armed for it and the loop free till then."""
+        made = self._made
+        if made is not None:
+            self._made = None
+            self._written(made)
+            return
         due = self._due_ns
         if due is None:
             return  # the step was emitted by catch_up; the alarm had turned readable before it was re-armed
         self._due_ns = None
         emissions = self.engine.advance(max(time.monotonic_ns() + EARLY_NS, due))
-        now = time.monotonic_ns()
-        start, end, tokens = self._write(emissions) if emissions else (now, now, 0)
-        self.lead.observe(tokens, start - self._planned_ns, end - start)
+        made = self._make(emissions, due)
+        made.ready = time.monotonic_ns()
+        made.start = self.lead.start_ns(due, len(made.writes))
+        alarm = self._alarm
+        if alarm is not None and alarm.precise and made.start - made.ready > 2 * ALARM_GUARD_NS:  # yield till then
+            self._made, self._due_ns = made, None  # (a cancel while making may have re-armed it)
+            self._planned_ns = made.start - ALARM_GUARD_NS
+            alarm.arm(self._planned_ns)
+        else:
+            self._written(made)
+
+    def _written(self, made: _Made) -> None:
+        """Write a made step (after a spin to its instant, at most :data:`MAX_SPIN_NS`), learn from it, re-arm."""
+        if made.cancelled:  # a stream of it went away while it waited: its tokens are neither written nor filed
+            streams, writes = self.streams, iter(made.writes)
+            taken: list[_Taken] = []
+            kept: list[tuple[Any, bytes]] = []
+            for entry in made.taken:
+                write = None if entry[4] else next(writes)
+                if entry[0].seq_id in streams:
+                    taken.append(entry)
+                    if write is not None:
+                        kept.append(write)
+            made.taken, made.writes = taken, kept
+        begin, end = self._write(made)
+        self.lead.observe(len(made.taken), made.ready - made.planned, end - begin)
         self._reschedule()
 
     def close(self) -> None:
         """Release the alarm (shutting down)."""
+        self._made = None
         if self._alarm is not None:
             self._alarm.close()
             self._alarm = None
 
-    def _write(self, emissions: list[Emission]) -> tuple[int, int, int]:
-        """Write every emitted token to its stream: the simulator's hot path. Every chunk is made first, then a loop
-        does nothing but write them and stamp each write's end, so that the step's writes span as little time as they
-        can (:mod:`.timing`); then each token's error and delivered interval, and the streams that ended, are filed in
-        the emissions' order (a token of a response not streamed is stamped when taken). Returns when the writes
-        began (the chunks' making counts in the delay before them), when the last ended, and how many tokens it took."""
+    def _make(self, emissions: list[Emission], due: int) -> _Made:
+        """Make every emitted token's chunk (a token of a response not streamed is added to its text and stamped
+        now); a stream whose client has gone is cancelled, a mid-stream fault injected. Nothing is written yet."""
         streams = self.streams
-        runtime = self.runtime
-        seed = runtime.seed
+        seed = self.runtime.seed
         clock = time.monotonic_ns
-        taken: list[tuple[Stream, int, int, bool, int]] = []  # (stream, index, due, last, stamp or 0: written)
-        writes: list[tuple[Any, bytes]] = []  # (transport.write, chunk) of each token to write
+        made = _Made(due, self._planned_ns)
+        taken, writes = made.taken, made.writes
         for seq_id, index, at_ns, last in emissions:
             stream = streams.get(seq_id)
             if stream is None:
@@ -204,10 +195,24 @@ class Replica:
                 chunk = b"%x\r\n%b%b%b\r\n" % (len(head) + len(word) + len(stream.tail), head, word, stream.tail)
             writes.append((transport.write, chunk))  # type: ignore[attr-defined]
             taken.append((stream, index, at_ns, last, 0))
+        return made
+
+    def _write(self, made: _Made) -> tuple[int, int]:
+        """Write a made step: the simulator's hot path. A spin to its instant (:meth:`WriteLead.start_ns`; none when
+        it has passed or the step is small), then a loop that does nothing but write and stamp each write's end, so
+        that the step's writes span as little time as they can (:mod:`.timing`); then each token's error and
+        delivered interval, and the streams that ended, are filed in the emissions' order. Returns when the writes
+        began and when the last ended."""
+        streams = self.streams
+        runtime = self.runtime
+        clock = time.monotonic_ns
         stamps: list[int] = []
         stamp = stamps.append
         begin = clock()
-        for write, chunk in writes:
+        at = min(made.start, begin + MAX_SPIN_NS)
+        while begin < at:  # bounded: at most MAX_SPIN_NS
+            begin = clock()
+        for write, chunk in made.writes:
             write(chunk)
             stamp(clock())
         errors: list[int] = []
@@ -215,7 +220,7 @@ class Replica:
         firsts: list[int] = []  # delivered TTFTs and ITLs (.timing)
         gaps: list[int] = []
         written = iter(stamps)
-        for stream, index, at_ns, last, at in taken:
+        for stream, index, at_ns, last, at in made.taken:
             if not at:
                 at = next(written)
                 (gaps if index else firsts).append(at - stream.sent_ns)
@@ -232,7 +237,7 @@ class Replica:
         runtime.tokens_emitted += len(errors)
         runtime.late_tokens += runtime.emission.add(errors, LATE_NS)
         runtime.emission.deliver(firsts, gaps)
-        return begin, stamps[-1] if stamps else begin, len(taken)
+        return begin, stamps[-1] if stamps else begin
 
     def cached_tokens(self, stream: Stream) -> int:
         """``stream`` has its last token: its prompt tokens its engine served from the prefix cache."""

@@ -28,7 +28,8 @@ from locust_llm.shapes.arrivals import parse_arrivals
 from locust_llm.sim.config import SimConfig
 from locust_llm.sim.engine import SeqRequest
 from locust_llm.sim.request import BadRequest, ChatRequest, parse_chat_request
-from locust_llm.sim.runtime import ModelRuntime, Stream
+from locust_llm.sim.runtime import ModelRuntime
+from locust_llm.sim.stream import Stream
 from locust_llm.sim.timing import BehindWatch, EmissionError
 from locust_llm.sim.wire import completion_body, error_body
 

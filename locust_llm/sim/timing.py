@@ -14,6 +14,18 @@ never writes far ahead. Only the wall-clock moment of each write moves: the engi
 truth, are untouched, and a stream's place in the batch (the engine's order) is the same every step, so its ITL
 stays exact; its TTFT carries its place's offset, at most half the batch's write time.
 
+A step's writes cannot begin before the engine has stepped and its chunks are made, and that delay (with the
+alarm's wake-up) varies by a millisecond at 512 streams from step to step: a step that woke late was late
+throughout, and a centred batch of a perfect start was still 0.6 ms better at p99 than one started when ready
+(``bench/sim_steps.py``). So a step expected to take :data:`SPIN_SPAN_NS` or more to write starts precisely, in two
+phases. Its alarm rings earlier by the wake delay's spread (:attr:`WriteLead.allowance_ns`, the 95th percentile
+less the median over :data:`SPREAD_WINDOW` such steps): the engine steps and the chunks are made, and the alarm is
+re-armed for the writes' instant (:meth:`WriteLead.start_ns`, half the expected span before the due time, from the
+tokens actually emitted) less :data:`ALARM_GUARD_NS`; the loop serves requests till then, and the writes wait the
+last tenths of a millisecond in a spin (a sleep overshot by up to a millisecond). The wait costs no CPU but that
+spin; a step made too late for the second alarm spins or, past its instant, begins at once. A smaller step (the
+pacing engine's, a few streams each) is written as soon as it is made.
+
 The two estimates are medians over the last :data:`WINDOW` steps that wrote tokens: the delay from the planned
 instant to the first write (the alarm's wake-up and the engine's step; ``EARLY_NS`` before any step, about what a
 millisecond timer costs) and the cost of one write (each step's elapsed time over its writes, weighted by its
@@ -43,7 +55,20 @@ from typing import Any, Protocol
 
 from locust_llm.histogram import Histogram
 
-__all__ = ["EARLY_NS", "FILE_EVERY", "LATE_NS", "MAX_LEAD_NS", "WINDOW", "BehindWatch", "EmissionError", "WriteLead"]
+__all__ = [
+    "ALARM_GUARD_NS",
+    "EARLY_NS",
+    "FILE_EVERY",
+    "LATE_NS",
+    "MAX_LEAD_NS",
+    "MAX_SPIN_NS",
+    "SPIN_SPAN_NS",
+    "SPREAD_WINDOW",
+    "WINDOW",
+    "BehindWatch",
+    "EmissionError",
+    "WriteLead",
+]
 
 EARLY_NS = 500_000
 """The timer fires this much before a step ends: asyncio's timers wake up to 1 ms late (epoll's millisecond timeout),
@@ -61,6 +86,21 @@ WINDOW = 15
 FILE_EVERY = 4096
 """Token errors (or delivered intervals) :class:`EmissionError` gathers before filing them at once."""
 
+SPIN_SPAN_NS = 500_000
+"""A step expected to take this long to write (its tokens times the cost of one write) or longer starts precisely
+(module docstring): its alarm rings early by the wake delay's spread and its writes wait for their instant in a
+spin. Smaller steps (the pacing engine's, a few streams each) start when they are ready, as they cost no more."""
+
+MAX_SPIN_NS = 2_000_000
+"""The allowance for the wake delay's spread, and a step's spin, are never longer than this."""
+
+ALARM_GUARD_NS = 200_000
+"""A made step's second alarm rings this much before its writes' instant, and it spins the rest: the timerfd wakes
+within tens of microseconds, and the loop may be finishing a callback (a request handler catches up, though)."""
+
+SPREAD_WINDOW = 64
+"""Steps whose wake delays give its spread: the 95th percentile less the median needs more than :data:`WINDOW`."""
+
 _START_WRITE_NS = 5_000
 """The cost of one write assumed before the first step has been measured."""
 
@@ -68,12 +108,13 @@ _START_WRITE_NS = 5_000
 class WriteLead:
     """How long before a step's end its writes start (module docstring)."""
 
-    __slots__ = ("_costs", "_lead", "_wakes", "tokens")
+    __slots__ = ("_costs", "_lead", "_spread", "_wakes", "tokens")
 
     def __init__(self) -> None:
         self.tokens = 0
         """Tokens the last step wrote: the estimate of the next one's."""
         self._wakes: deque[int] = deque(maxlen=WINDOW)
+        self._spread: deque[int] = deque(maxlen=SPREAD_WINDOW)  # the wake delays of the precise steps
         self._costs: deque[tuple[float, int]] = deque(maxlen=WINDOW)  # (ns per write, writes) of each step
         self._lead = EARLY_NS
 
@@ -96,16 +137,40 @@ class WriteLead:
                 return cost
         return ordered[-1][0]  # unreachable: the weights add up to twice half
 
+    @property
+    def allowance_ns(self) -> int:
+        """How much earlier than its median wake delay a precise step's alarm rings: the 95th percentile of the
+        precise steps' wake delays less their median (at most :data:`MAX_SPIN_NS`; zero before ten were seen)."""
+        spread = self._spread
+        if len(spread) < 10:
+            return 0
+        ordered = sorted(spread)
+        return min(MAX_SPIN_NS, ordered[len(ordered) * 19 // 20] - ordered[len(ordered) // 2])
+
     def lead_ns(self) -> int:
         return self._lead
 
-    def observe(self, tokens: int, start_late_ns: int, elapsed_ns: int) -> None:
-        """A step's ``tokens`` writes started ``start_late_ns`` after the planned instant and took ``elapsed_ns``."""
+    def start_ns(self, due_ns: int, writes: int) -> int:
+        """When a step due at ``due_ns`` with ``writes`` writes should begin them: half their expected time before
+        it when the step is to start precisely (:data:`SPIN_SPAN_NS`); ``0`` (now) otherwise."""
+        span = writes * self.write_ns
+        return int(due_ns - span / 2) if span >= SPIN_SPAN_NS else 0
+
+    def observe(self, tokens: int, ready_late_ns: int, elapsed_ns: int) -> None:
+        """A step's ``tokens`` writes were ready ``ready_late_ns`` after the planned instant (the wake delay) and
+        took ``elapsed_ns`` from the first write's start to the last one's end."""
         self.tokens = tokens
         if tokens:
-            self._wakes.append(max(0, start_late_ns))
+            wake = max(0, ready_late_ns)
+            self._wakes.append(wake)
             self._costs.append((elapsed_ns / tokens, tokens))
-        self._lead = min(MAX_LEAD_NS, int(self.wake_ns + tokens * self.write_ns / 2))
+        span = tokens * self.write_ns
+        if span >= SPIN_SPAN_NS:  # so tokens > 0
+            self._spread.append(wake)
+            lead = self.wake_ns + self.allowance_ns + span / 2
+        else:
+            lead = self.wake_ns + span / 2
+        self._lead = min(MAX_LEAD_NS, int(lead))
 
 
 class EmissionError:

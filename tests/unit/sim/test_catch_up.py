@@ -6,8 +6,8 @@ import time
 
 from locust_llm.sim.config import ModelSpec, SimConfig
 from locust_llm.sim.engine import PacingParams, SeqRequest
-from locust_llm.sim.runtime import Stream
 from locust_llm.sim.server import SimServer
+from locust_llm.sim.stream import Stream
 from locust_llm.sim.tokens import token_text
 
 TTFT_MS = 20.0

@@ -63,7 +63,7 @@ def test_a_step_makes_every_chunk_before_its_first_write_and_stamps_each_write(m
     """The writes of a step span as little time as they can (``Replica._write``): no token is formatted between two
     writes, and each stream's delivered time is its own write's stamp, within the writes' span."""
     import locust_llm.sim.runtime as runtime_module
-    from locust_llm.sim.runtime import Stream
+    from locust_llm.sim.stream import Stream
 
     order: list[tuple[str, int]] = []
 
@@ -95,11 +95,12 @@ def test_a_step_makes_every_chunk_before_its_first_write_and_stamps_each_write(m
                    for seq_id, t in transports.items()}  # fmt: skip
         replica.streams.update(streams)
         due = 1_000
-        begin, end, tokens = replica._write([(seq_id, 1, due, False) for seq_id in (1, 2, 3)])
+        made = replica._make([(seq_id, 1, due, False) for seq_id in (1, 2, 3)], due)
+        begin, end = replica._write(made)
     finally:
         loop.close()
     assert order == [("made", 1), ("made", 2), ("made", 3), ("write", 1), ("write", 2), ("write", 3)]
-    assert tokens == 3 and begin <= end
+    assert len(made.taken) == 3 and begin <= end
     stamps = [streams[seq_id].sent_ns for seq_id in (1, 2, 3)]
     assert begin <= stamps[0] <= stamps[1] <= stamps[2] == end  # each stream's own write, in the step's order
     for transport in transports.values():

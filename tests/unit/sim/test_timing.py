@@ -3,7 +3,16 @@ import random
 import pytest
 
 from locust_llm.histogram import Histogram
-from locust_llm.sim.timing import EARLY_NS, FILE_EVERY, MAX_LEAD_NS, WINDOW, EmissionError, WriteLead
+from locust_llm.sim.timing import (
+    EARLY_NS,
+    FILE_EVERY,
+    MAX_LEAD_NS,
+    MAX_SPIN_NS,
+    SPREAD_WINDOW,
+    WINDOW,
+    EmissionError,
+    WriteLead,
+)
 
 
 def test_before_any_step_the_lead_is_the_timer_jitter_alone():
@@ -86,7 +95,8 @@ def test_a_lasting_change_is_followed_within_half_the_window():
         assert lead.write_ns == 6_000
         lead.observe(512, 200_000, 512 * 12_000)
     assert (lead.write_ns, lead.wake_ns) == (12_000, 200_000)
-    assert lead.lead_ns() == 200_000 + 512 * 12_000 // 2
+    assert lead.lead_ns() == 200_000 + lead.allowance_ns + 512 * 12_000 // 2
+    assert lead.allowance_ns == 200_000 - 80_000  # the wake delays' spread: half the window took the new one
 
 
 def test_the_write_cost_is_the_median_weighted_by_writes():
@@ -123,3 +133,28 @@ def test_steps_filed_in_bulk_give_the_histograms_of_every_token_filed_alone(toke
         itl.record_many(gaps)
     assert emission.stats()["lateness_ms"]["count"] == tokens and late > 0
     assert (emission.error, emission.early, emission.ttft, emission.itl) == (error, early, ttft, itl)
+
+
+def test_a_precise_step_rings_earlier_by_the_wake_delays_spread_and_a_small_one_does_not():
+    lead = WriteLead()
+    wakes = [1_000_000 + 10_000 * i for i in range(SPREAD_WINDOW)]  # 1.00-1.63 ms
+    for wake in wakes:
+        lead.observe(512, wake, 512 * 6_000)  # a 3 ms span: precise
+    ordered = sorted(wakes)
+    spread = ordered[SPREAD_WINDOW * 19 // 20] - ordered[SPREAD_WINDOW // 2]
+    assert lead.allowance_ns == spread
+    assert lead.lead_ns() == int(lead.wake_ns + spread + 512 * 6_000 / 2)
+    assert lead.start_ns(10**9, 512) == 10**9 - 512 * 6_000 // 2  # the writes' instant: centred on the due time
+    lead.observe(16, 1_000_000, 16 * 6_000)  # 96 us: starts when ready, no allowance
+    assert lead.lead_ns() == int(lead.wake_ns + 16 * 6_000 / 2)
+    assert lead.start_ns(10**9, 16) == 0
+
+
+def test_the_allowance_is_bounded_and_needs_ten_precise_steps():
+    lead = WriteLead()
+    for wake in (0, 0, 0, 10_000_000) * 2:
+        lead.observe(512, wake, 512 * 6_000)
+    assert lead.allowance_ns == 0  # eight steps: too few to know the spread
+    for wake in (0, 0, 0, 10_000_000) * 2:
+        lead.observe(512, wake, 512 * 6_000)
+    assert lead.allowance_ns == MAX_SPIN_NS  # a quarter of the steps woke 10 ms late: the spin is capped
