@@ -19,19 +19,21 @@ alarm's wake-up) varies by a millisecond at 512 streams from step to step: a ste
 throughout, and a centred batch of a perfect start was still 0.6 ms better at p99 than one started when ready
 (``bench/sim_steps.py``). So a step expected to take :data:`SPIN_SPAN_NS` or more to write starts precisely, in two
 phases. Its alarm rings earlier by the wake delay's spread (:attr:`WriteLead.allowance_ns`, the 95th percentile
-less the median over :data:`SPREAD_WINDOW` such steps): the engine steps and the chunks are made, and the alarm is
-re-armed for the writes' instant (:meth:`WriteLead.start_ns`, half the expected span before the due time, from the
-tokens actually emitted) less :data:`ALARM_GUARD_NS`; the loop serves requests till then, and the writes wait the
+less the median over :data:`SPREAD_WINDOW` such steps, and room to yield): the engine steps and the chunks are
+made, and the alarm is re-armed for the writes' instant (:meth:`WriteLead.start_ns`, half the span the tokens
+actually emitted take at the :data:`START_QUANTILE` cost per write, before the due time) less
+:data:`ALARM_GUARD_NS`; the loop serves requests till then, and the writes wait the
 last tenths of a millisecond in a spin (a sleep overshot by up to a millisecond). The wait costs no CPU but that
 spin; a step made too late for the second alarm spins or, past its instant, begins at once. A smaller step (the
 pacing engine's, a few streams each) is written as soon as it is made.
 
-The two estimates are medians over the last :data:`WINDOW` steps that wrote tokens: the delay from the planned
-instant to the first write (the alarm's wake-up and the engine's step; ``EARLY_NS`` before any step, about what a
-millisecond timer costs) and the cost of one write (each step's elapsed time over its writes, weighted by its
-writes, so that a step of two tokens counts as two). A median ignores a step the process was stalled in (preempted,
-or its writes held up by the kernel) while following a lasting change within half the window. A decayed mean did
-not: on a noisy machine one 10 ms stall moved the next steps' lead by 2 ms, and they went out early by as much.
+The two estimates are medians (but for :data:`START_QUANTILE`) over the last :data:`WINDOW` steps that wrote
+tokens: the delay from the planned instant to the first write (the alarm's wake-up and the engine's step;
+``EARLY_NS`` before any step, about what a millisecond timer costs) and the cost of one write (each step's elapsed
+time over its writes, weighted by its writes, so that a step of two tokens counts as two). A median ignores a
+step the process was stalled in (preempted, or its writes held up by the kernel) while following a lasting change
+within half the window. A decayed mean did not: on a noisy machine one 10 ms stall moved the next steps' lead by
+2 ms, and they went out early by as much.
 
 :class:`EmissionError` records ``|written - due|`` for every token (``/sim/stats`` ``lateness_ms``, the figure the
 benches hold to their goals) and, apart, how early the early ones were (``early_ms``): the histograms take no
@@ -64,6 +66,7 @@ __all__ = [
     "MAX_SPIN_NS",
     "SPIN_SPAN_NS",
     "SPREAD_WINDOW",
+    "START_QUANTILE",
     "WINDOW",
     "BehindWatch",
     "EmissionError",
@@ -98,6 +101,12 @@ ALARM_GUARD_NS = 200_000
 """A made step's second alarm rings this much before its writes' instant, and it spins the rest: the timerfd wakes
 within tens of microseconds, and the loop may be finishing a callback (a request handler catches up, though)."""
 
+START_QUANTILE = 0.75
+"""A precise step's writes begin half their span at this quantile of the cost per write before the due time. The
+cost varies from step to step (p10-p90 7.4-11 us at 512 streams), so a span centred on the median runs late more
+than early; in five traces of ``bench/sim_steps.py`` a perfect start at the 0.7-0.8 quantile put the token
+lateness p99 0.06-0.08 ms below one at the median (0.5: 2.53 ms, 0.75: 2.45, 0.9: 2.50)."""
+
 SPREAD_WINDOW = 64
 """Steps whose wake delays give its spread: the 95th percentile less the median needs more than :data:`WINDOW`."""
 
@@ -126,35 +135,43 @@ class WriteLead:
     @property
     def write_ns(self) -> float:
         """The cost of one write: the median of the window's steps, each weighted by its writes."""
+        return self.write_cost(0.5)
+
+    def write_cost(self, q: float) -> float:
+        """The ``q`` quantile of the cost of one write over the window's steps, each weighted by its writes."""
         if not self._costs:
             return float(_START_WRITE_NS)
         ordered = sorted(self._costs)
-        half = sum(writes for _, writes in ordered) / 2
+        part = sum(writes for _, writes in ordered) * q
         seen = 0
         for cost, writes in ordered:
             seen += writes
-            if seen >= half:
+            if seen >= part:
                 return cost
-        return ordered[-1][0]  # unreachable: the weights add up to twice half
+        return ordered[-1][0]  # unreachable: the weights add up to more than part
 
     @property
     def allowance_ns(self) -> int:
         """How much earlier than its median wake delay a precise step's alarm rings: the 95th percentile of the
-        precise steps' wake delays less their median (at most :data:`MAX_SPIN_NS`; zero before ten were seen)."""
+        precise steps' wake delays less their median (at most :data:`MAX_SPIN_NS`; zero before ten were seen), plus
+        twice :data:`ALARM_GUARD_NS`, so that a step made at that 95th percentile still yields the loop (it would
+        spin otherwise: at the median alone a tenth of the steps were made after their instant)."""
         spread = self._spread
         if len(spread) < 10:
             return 0
         ordered = sorted(spread)
-        return min(MAX_SPIN_NS, ordered[len(ordered) * 19 // 20] - ordered[len(ordered) // 2])
+        return min(MAX_SPIN_NS, ordered[len(ordered) * 19 // 20] - ordered[len(ordered) // 2]) + 2 * ALARM_GUARD_NS
 
     def lead_ns(self) -> int:
         return self._lead
 
     def start_ns(self, due_ns: int, writes: int) -> int:
-        """When a step due at ``due_ns`` with ``writes`` writes should begin them: half their expected time before
-        it when the step is to start precisely (:data:`SPIN_SPAN_NS`); ``0`` (now) otherwise."""
-        span = writes * self.write_ns
-        return int(due_ns - span / 2) if span >= SPIN_SPAN_NS else 0
+        """When a step due at ``due_ns`` with ``writes`` writes should begin them, if it is to start precisely
+        (:data:`SPIN_SPAN_NS`): half their time at the :data:`START_QUANTILE` cost per write before it; else ``0``
+        (now)."""
+        if writes * self.write_ns < SPIN_SPAN_NS:
+            return 0
+        return int(due_ns - writes * self.write_cost(START_QUANTILE) / 2)
 
     def observe(self, tokens: int, ready_late_ns: int, elapsed_ns: int) -> None:
         """A step's ``tokens`` writes were ready ``ready_late_ns`` after the planned instant (the wake delay) and
@@ -167,7 +184,7 @@ class WriteLead:
         span = tokens * self.write_ns
         if span >= SPIN_SPAN_NS:  # so tokens > 0
             self._spread.append(wake)
-            lead = self.wake_ns + self.allowance_ns + span / 2
+            lead = self.wake_ns + self.allowance_ns + tokens * self.write_cost(START_QUANTILE) / 2
         else:
             lead = self.wake_ns + span / 2
         self._lead = min(MAX_LEAD_NS, int(lead))

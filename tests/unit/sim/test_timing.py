@@ -4,11 +4,13 @@ import pytest
 
 from locust_llm.histogram import Histogram
 from locust_llm.sim.timing import (
+    ALARM_GUARD_NS,
     EARLY_NS,
     FILE_EVERY,
     MAX_LEAD_NS,
     MAX_SPIN_NS,
     SPREAD_WINDOW,
+    START_QUANTILE,
     WINDOW,
     EmissionError,
     WriteLead,
@@ -25,9 +27,12 @@ def test_the_lead_is_half_the_last_steps_measured_write_time():
         lead.observe(512, 80_000, 512 * 6_000)
     assert lead.write_ns == pytest.approx(6_000, rel=1e-3)
     assert lead.wake_ns == pytest.approx(80_000, rel=1e-3)
-    assert lead.lead_ns() == pytest.approx(80_000 + 512 * 6_000 / 2, rel=1e-3)
+    room = 2 * ALARM_GUARD_NS  # a precise step's room to yield the loop (no spread: every wake alike)
+    assert lead.lead_ns() == pytest.approx(80_000 + room + 512 * 6_000 / 2, rel=1e-3)
     lead.observe(128, 80_000, 128 * 6_000)  # the batch shrank: the next step is expected as large as this one
-    assert lead.lead_ns() == pytest.approx(80_000 + 128 * 6_000 / 2, rel=1e-3)
+    assert lead.lead_ns() == pytest.approx(80_000 + room + 128 * 6_000 / 2, rel=1e-3)
+    lead.observe(64, 80_000, 64 * 6_000)  # 384 us: too small to start precisely
+    assert lead.lead_ns() == pytest.approx(80_000 + 64 * 6_000 / 2, rel=1e-3)
 
 
 def test_a_step_of_few_tokens_moves_the_write_cost_by_its_weight_only():
@@ -96,7 +101,8 @@ def test_a_lasting_change_is_followed_within_half_the_window():
         lead.observe(512, 200_000, 512 * 12_000)
     assert (lead.write_ns, lead.wake_ns) == (12_000, 200_000)
     assert lead.lead_ns() == 200_000 + lead.allowance_ns + 512 * 12_000 // 2
-    assert lead.allowance_ns == 200_000 - 80_000  # the wake delays' spread: half the window took the new one
+    # the wake delays' spread (half the window took the new one) and the room to yield
+    assert lead.allowance_ns == 200_000 - 80_000 + 2 * ALARM_GUARD_NS
 
 
 def test_the_write_cost_is_the_median_weighted_by_writes():
@@ -142,8 +148,8 @@ def test_a_precise_step_rings_earlier_by_the_wake_delays_spread_and_a_small_one_
         lead.observe(512, wake, 512 * 6_000)  # a 3 ms span: precise
     ordered = sorted(wakes)
     spread = ordered[SPREAD_WINDOW * 19 // 20] - ordered[SPREAD_WINDOW // 2]
-    assert lead.allowance_ns == spread
-    assert lead.lead_ns() == int(lead.wake_ns + spread + 512 * 6_000 / 2)
+    assert lead.allowance_ns == spread + 2 * ALARM_GUARD_NS
+    assert lead.lead_ns() == int(lead.wake_ns + spread + 2 * ALARM_GUARD_NS + 512 * 6_000 / 2)
     assert lead.start_ns(10**9, 512) == 10**9 - 512 * 6_000 // 2  # the writes' instant: centred on the due time
     lead.observe(16, 1_000_000, 16 * 6_000)  # 96 us: starts when ready, no allowance
     assert lead.lead_ns() == int(lead.wake_ns + 16 * 6_000 / 2)
@@ -157,4 +163,16 @@ def test_the_allowance_is_bounded_and_needs_ten_precise_steps():
     assert lead.allowance_ns == 0  # eight steps: too few to know the spread
     for wake in (0, 0, 0, 10_000_000) * 2:
         lead.observe(512, wake, 512 * 6_000)
-    assert lead.allowance_ns == MAX_SPIN_NS  # a quarter of the steps woke 10 ms late: the spin is capped
+    assert lead.allowance_ns == MAX_SPIN_NS + 2 * ALARM_GUARD_NS  # a quarter woke 10 ms late: the spread is capped
+
+
+def test_a_precise_step_starts_half_its_span_at_the_upper_quartile_cost_before_its_due_time():
+    lead = WriteLead()
+    costs = [6_000, 7_000, 8_000, 9_000] * 3 + [6_000, 7_000, 8_000]  # the window's 15 steps, 512 writes each
+    for cost in costs:
+        lead.observe(512, 100_000, 512 * cost)
+    assert lead.write_ns == 7_000  # the median: what the start rule and the spin threshold do not use
+    quartile = lead.write_cost(START_QUANTILE)
+    assert quartile == 8_000  # 0.75 of 15 x 512 writes is reached in the 8 us steps
+    assert lead.start_ns(10**9, 400) == 10**9 - 400 * 8_000 // 2  # a longer span runs late more than early
+    assert lead.lead_ns() == int(lead.wake_ns + lead.allowance_ns + 512 * 8_000 / 2)
