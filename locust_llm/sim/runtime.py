@@ -58,7 +58,7 @@ class _Made:
     __slots__ = ("cancelled", "due", "planned", "ready", "start", "taken", "writes")
 
     def __init__(self, due: int, planned: int) -> None:
-        self.due, self.planned = due, planned  # when the step ends; when its alarm was asked to ring
+        self.due, self.planned = due, planned  # when the step ends (read by bench/sim_steps.py); its alarm's plan
         self.ready = self.start = 0  # when its chunks were made; when its writes are to begin (0: at once)
         self.taken: list[_Taken] = []
         self.writes: list[tuple[Any, bytes]] = []  # (transport.write, chunk) of each token to write

@@ -22,10 +22,10 @@ phases. Its alarm rings earlier by the wake delay's spread (:attr:`WriteLead.all
 less the median over :data:`SPREAD_WINDOW` such steps, and room to yield): the engine steps and the chunks are
 made, and the alarm is re-armed for the writes' instant (:meth:`WriteLead.start_ns`, half the span the tokens
 actually emitted take at the :data:`START_QUANTILE` cost per write, before the due time) less
-:data:`ALARM_GUARD_NS`; the loop serves requests till then, and the writes wait the
-last tenths of a millisecond in a spin (a sleep overshot by up to a millisecond). The wait costs no CPU but that
-spin; a step made too late for the second alarm spins or, past its instant, begins at once. A smaller step (the
-pacing engine's, a few streams each) is written as soon as it is made.
+:data:`ALARM_GUARD_NS`; the loop serves requests till then, and the writes wait the last tenths of a millisecond
+in a spin (a sleep overshot by up to a millisecond). The wait costs no CPU but that spin; a step made too late for
+the second alarm spins or, past its instant, begins at once. A smaller step (the pacing engine's, a few streams
+each) is written as soon as it is made.
 
 The two estimates are medians (but for :data:`START_QUANTILE`) over the last :data:`WINDOW` steps that wrote
 tokens: the delay from the planned instant to the first write (the alarm's wake-up and the engine's step;

@@ -70,7 +70,6 @@ def first_step(cost_ns: int, cancel_one: bool = False) -> tuple[list[tuple[str, 
         while ("made", STREAMS) not in events and time.monotonic() < deadline:  # bounded
             await asyncio.sleep(0.005)
         await asyncio.sleep(0.05)
-        seen["tokens"] = server.models["m"].tokens_emitted
         server.finish_all()
         return events, seen
 
@@ -82,7 +81,7 @@ def test_a_large_step_frees_the_loop_until_its_instant_then_writes_from_it():
     assert STREAMS * 400_000 >= SPIN_SPAN_NS
     first = events.index(("made", STREAMS))
     assert events[first + 1] == ("loop", 0)  # the loop ran between the making and the first write
-    assert [e for e in events[first + 2 : first + 2 + STREAMS]] == [("write", i) for i in range(STREAMS)]
+    assert events[first + 2 : first + 2 + STREAMS] == [("write", i) for i in range(STREAMS)]
     assert seen["start"] > 0 and seen["begin"] >= seen["start"]  # not before the instant
 
 
@@ -94,7 +93,7 @@ def test_a_small_step_is_written_as_soon_as_it_is_made():
     assert seen["start"] == 0
 
 
-def test_a_stream_cancelled_while_its_step_waits_is_neither_written_nor_counted():
+def test_a_stream_cancelled_while_its_step_waits_is_not_written():
     events, _ = first_step(cost_ns=400_000, cancel_one=True)
     first = events.index(("made", STREAMS))
     assert events[first + 1] == ("loop", 0)
