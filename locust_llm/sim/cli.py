@@ -110,6 +110,10 @@ SIM_FLAGS: tuple[Flag, ...] = (
               "printed ('TLS CA: PATH'); trust it with locust-llm's --ca-bundle.", switch=True),
     _sim_flag("--tls-dir", None, "With --tls: write the CA, certificate and key here (default: a new temporary "
               "directory)."),
+    _sim_flag("--realtime", None, "Run under real-time scheduling (SCHED_FIFO, priority 1), so that no other task "
+              "on the simulator's core delays a step's writes; give it a core of its own (taskset). Needs root, "
+              "CAP_SYS_NICE or ulimit -r >= 1; refused, the simulator exits. /sim/stats shows the policy.",
+              switch=True),
     _sim_flag("--seed", "0", "Seed of every random choice.", parse_int),
     _sim_flag("--parent-pid", None, "Exit when this process is gone (used by embedded runs).", parse_int),
 )  # fmt: skip
@@ -209,6 +213,14 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"locust-llm sim: error: {exc}", file=sys.stderr)
         return 2
+    if v["realtime"]:
+        from locust_llm.sim.realtime import RealtimeRefused, request
+
+        try:
+            request()
+        except RealtimeRefused as exc:
+            print(f"locust-llm sim: error: {exc}", file=sys.stderr)
+            return 2
     print(f"locust-llm sim: serving\n{describe(config)}", file=sys.stderr, flush=True)
     host, port = v["host"], v["port"]
     made = tempfile.mkdtemp(prefix="locust-llm-sim-tls-") if v["tls"] and not v["tls_dir"] else None

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from locust_llm import heap
 from locust_llm.shapes.arrivals import parse_arrivals
+from locust_llm.sim import realtime
 from locust_llm.sim.config import SimConfig
 from locust_llm.sim.engine import SeqRequest
 from locust_llm.sim.request import BadRequest, ChatRequest, parse_chat_request
@@ -218,6 +219,7 @@ class SimServer:
             "requests_by_status": dict(self.requests_by_status),
             **self.emission.stats(),  # lateness_ms: |written - due| of every token; early_ms (sim/timing.py)
             "cpu_s": usage.ru_utime + usage.ru_stime,
+            "scheduling": realtime.policy(),  # fifo under --realtime (sim/realtime.py)
             "gc": {"threshold": gc.get_threshold()[0], "collections": [g["collections"] for g in gc.get_stats()]},
         }
         return web.json_response(body)
