@@ -7,9 +7,12 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+PY = sys.executable
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -31,6 +34,52 @@ def steal_s(core: int | None, stat: str | None = None) -> float:
         if fields and fields[0] == name:
             return int(fields[8]) / TICKS if len(fields) > 8 else 0.0
     return 0.0
+
+
+def wait_s(pid: int) -> float:
+    """Seconds process ``pid``'s main thread has been ready to run while another task had its core, since it
+    started (the second field of ``/proc/PID/schedstat``; 0 where there is none). Under normal scheduling the
+    kernel's own threads take a busy core for milliseconds at a time (``locust_llm/sim/realtime.py``)."""
+    try:
+        return int(Path(f"/proc/{pid}/schedstat").read_text().split()[1]) / 1e9
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+SCHED_CHOICES = ("auto", "fifo", "normal")
+SCHED_HELP = ("How the server runs: fifo (real-time, its --realtime; the ideal writer too), normal, or auto (fifo "
+              "when this user may, else normal; default). Under normal scheduling the kernel's threads take the "
+              "server's core for milliseconds at a time (server_wait_pct).")  # fmt: skip
+
+
+def realtime_allowed() -> bool:
+    """Whether this user may run a process under SCHED_FIFO (a child tries)."""
+    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))"
+    return hasattr(os, "SCHED_FIFO") and subprocess.run([PY, "-c", probe], capture_output=True).returncode == 0
+
+
+def realtime_wanted(choice: str) -> bool:
+    """``--sched``: whether the servers run real-time; ``fifo`` where this user may not is an error."""
+    if choice == "normal":
+        return False
+    allowed = realtime_allowed()
+    if choice == "fifo" and not allowed:
+        raise SystemExit("error: --sched fifo: this user may not use SCHED_FIFO (needs root, CAP_SYS_NICE or "
+                         "ulimit -r >= 1); use --sched normal or auto")  # fmt: skip
+    return allowed
+
+
+@contextmanager
+def realtime_here(on: bool) -> Iterator[None]:
+    """This thread under SCHED_FIFO priority 1 (as the simulator's ``--realtime``) while inside, when ``on``."""
+    if not on:
+        yield
+        return
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, os.SCHED_OTHER, os.sched_param(0))
 
 
 def quantile(values: list[int], q: float) -> float:
@@ -83,6 +132,3 @@ def table(rows: list[dict[str, object]]) -> str:
     lines = ["  ".join(k.rjust(w) for k, w in zip(keys, widths, strict=True))]
     lines += ["  ".join(c.rjust(w) for c, w in zip(row, widths, strict=True)) for row in cells]
     return "\n".join(lines)
-
-
-PY = sys.executable

@@ -1,8 +1,9 @@
 """Reference for the simulator benchmark: the naive design, one coroutine with its own timer per stream.
 
-``python bench/ref_server.py ITL_MS`` serves ``/v1/chat/completions`` (streaming only) and ``/stats`` on a free
-port; each stream sleeps until token i's scheduled time ``start + i * ITL`` (no drift) and writes it. ``/stats``
-reports the emission lateness (ms) since the last ``/reset``.
+``python bench/ref_server.py ITL_MS [--realtime]`` serves ``/v1/chat/completions`` (streaming only) and ``/stats``
+on a free port (under SCHED_FIFO with ``--realtime``, as the simulator's own flag); each stream sleeps until token
+i's scheduled time ``start + i * ITL`` (no drift) and writes it. ``/stats`` reports the emission lateness (ms) since
+the last ``/reset``.
 """
 
 from __future__ import annotations
@@ -73,4 +74,8 @@ async def main(itl_ms: float) -> None:
 
 
 if __name__ == "__main__":
+    if "--realtime" in sys.argv[2:]:  # as the simulator's own flag (locust_llm/sim/realtime.py)
+        from locust_llm.sim.realtime import request
+
+        request()
     asyncio.run(main(float(sys.argv[1])))

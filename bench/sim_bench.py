@@ -1,6 +1,6 @@
 """Simulator speed: token-emission lateness and CPU at 128, 512 and 1024 concurrent streams.
 
-    python bench/sim_bench.py [--streams 128,512,1024] [--seconds 10]
+    python bench/sim_bench.py [--streams 128,512,1024] [--seconds 10] [--sched auto|fifo|normal]
 
 For each stream count, the simulator (one batching engine, a cache large enough that nothing queues, 20 ms
 decode steps) runs pinned to one core and a plain asyncio client (bench/stream_client.py) on another. The
@@ -17,6 +17,13 @@ connections. A goal below its lateness p99, or below the bound its write cost se
 of reach here, and the verdict says so, with the simulator's p99 as a multiple of the ideal's (the part its own
 overhead adds). On 2026-12-02 the ideal writer's p99 on this project's VM ranged over 0.76-2.3 ms at 128 streams
 and 2.7-5.7 ms at 512 from one hour to the next: the machine decides whether a goal can be met.
+
+``--sched`` (default ``auto``: ``fifo`` where this user may, else ``normal``) says how both servers and the ideal
+writer run: ``fifo`` is the simulator's ``--realtime`` (SCHED_FIFO priority 1, ``locust_llm/sim/realtime.py``; the
+reference and the ideal writer get the same), so that the kernel's own threads cannot take the server's core in the
+middle of a step's writes. ``server_wait_pct`` is the share of the window the server was ready to run while another
+task had its core (``/proc/PID/schedstat``): it stays near 0 under ``fifo``, and under ``normal`` it says how much
+of a NOT met was the machine's.
 """
 
 from __future__ import annotations
@@ -31,7 +38,23 @@ import time
 import urllib.request
 from dataclasses import dataclass
 
-from _common import PY, ROOT, cores, cpu_s, pinned, quantile, start_server, steal_s, stop, table
+from _common import (
+    PY,
+    ROOT,
+    SCHED_CHOICES,
+    SCHED_HELP,
+    cores,
+    cpu_s,
+    pinned,
+    quantile,
+    realtime_here,
+    realtime_wanted,
+    start_server,
+    steal_s,
+    stop,
+    table,
+    wait_s,
+)
 
 ITL_MS = 20.0
 LATENESS_GOALS_MS = {128: 1.0, 512: 3.0}
@@ -48,11 +71,14 @@ def fetch(url: str, method: str = "GET") -> dict:
         return json.load(resp)
 
 
-def measure(kind: str, streams: int, seconds: float, server_core: int | None, client_core: int | None) -> dict:
+def measure(
+    kind: str, streams: int, seconds: float, server_core: int | None, client_core: int | None, realtime: bool = False
+) -> dict:
     if kind == "sim":
         cmd = [PY, "-m", "locust_llm.sim", "--port", "0", *SIM_ARGS]
     else:
         cmd = [PY, str(ROOT / "bench" / "ref_server.py"), str(ITL_MS)]
+    cmd += ["--realtime"] if realtime else []
     proc, url = start_server(cmd, server_core)
     origin = url.rsplit("/v1", 1)[0]
     stats_url, reset_url = (
@@ -68,10 +94,10 @@ def measure(kind: str, streams: int, seconds: float, server_core: int | None, cl
         )  # fmt: skip
         time.sleep(2.0)  # connections open and streams settle
         fetch(reset_url, "POST")
-        cpu0, t0, steal0 = cpu_s(proc.pid), time.monotonic(), steal_s(server_core)
+        cpu0, t0, steal0, wait0 = cpu_s(proc.pid), time.monotonic(), steal_s(server_core), wait_s(proc.pid)
         tokens0 = _emitted(kind, fetch(stats_url))
         time.sleep(max(1.0, seconds - 3.0))
-        cpu1, t1, steal1 = cpu_s(proc.pid), time.monotonic(), steal_s(server_core)
+        cpu1, t1, steal1, wait1 = cpu_s(proc.pid), time.monotonic(), steal_s(server_core), wait_s(proc.pid)
         stats = fetch(stats_url)
         tokens1 = _emitted(kind, stats)
         out, _ = client.communicate(timeout=seconds + 120)
@@ -95,6 +121,7 @@ def measure(kind: str, streams: int, seconds: float, server_core: int | None, cl
         "tokens_s_per_core": round(tokens_s / cpu_frac) if cpu_frac else "-",
         "client_tokens": client_counts["tokens"],
         "server_steal_pct": round(100 * (steal1 - steal0) / wall, 1),  # the host's share of the server's core
+        "server_wait_pct": round(100 * (wait1 - wait0) / wall, 2),  # ready, another task on its core
     }
 
 
@@ -132,7 +159,9 @@ class Ideal:
     """Their median."""
 
 
-def ideal_writer(streams: int, server_core: int | None, client_core: int | None, rounds: int = IDEAL_ROUNDS) -> Ideal:
+def ideal_writer(
+    streams: int, server_core: int | None, client_core: int | None, rounds: int = IDEAL_ROUNDS, realtime: bool = False
+) -> Ideal:
     """The simulator's placement with none of its overhead, measured on this machine now: a loop of bare
     ``socket.send`` calls, one to each of ``streams`` loopback connections to a peer on the client's core, every
     20 ms, started :class:`~locust_llm.sim.timing.WriteLead`'s lead before each step's end (the simulator's own
@@ -154,21 +183,22 @@ def ideal_writer(streams: int, server_core: int | None, client_core: int | None,
     lead, errors, spent = WriteLead(), [], 0
     due = clock() + step
     try:
-        for index in range(rounds):
-            planned = due - lead.lead_ns()
-            delay = planned - clock()
-            if delay > 0:
-                time.sleep(delay / 1e9)
-            start = clock()
-            stamps = []
-            for s in socks:
-                s.send(payload)
-                stamps.append(clock())
-            lead.observe(streams, start - planned, stamps[-1] - start)
-            spent += stamps[-1] - start
-            if index >= WINDOW:
-                errors += [abs(t - due) for t in stamps]
-            due += step
+        with realtime_here(realtime):
+            for index in range(rounds):
+                planned = due - lead.lead_ns()
+                delay = planned - clock()
+                if delay > 0:
+                    time.sleep(delay / 1e9)
+                start = clock()
+                stamps = []
+                for s in socks:
+                    s.send(payload)
+                    stamps.append(clock())
+                lead.observe(streams, start - planned, stamps[-1] - start)
+                spent += stamps[-1] - start
+                if index >= WINDOW:
+                    errors += [abs(t - due) for t in stamps]
+                due += step
     finally:
         os.sched_setaffinity(0, set(cores()))
         for s in socks:
@@ -199,20 +229,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--streams", default="128,512,1024", help="Concurrent stream counts (default: 128,512,1024).")
     parser.add_argument("--seconds", type=float, default=10.0, help="Client run time per measurement (default: 10).")
+    parser.add_argument("--sched", choices=SCHED_CHOICES, default="auto", help=SCHED_HELP)
     args = parser.parse_args()
+    realtime = realtime_wanted(args.sched)
     available = cores()
     server_core, client_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
     print(
-        f"server on core {server_core}, client on core {client_core}; ITL {ITL_MS} ms, {MAX_TOKENS} tokens/request",
+        f"server on core {server_core}, client on core {client_core}; ITL {ITL_MS} ms, {MAX_TOKENS} tokens/request; "
+        f"servers and the ideal writer under {'SCHED_FIFO priority 1' if realtime else 'normal'} scheduling "
+        f"(--sched {args.sched})",
         file=sys.stderr,
     )
     rows, ideals = [], {}
     for streams in (int(s) for s in args.streams.split(",")):
         print(f"  the ideal writer at {streams} streams ...", file=sys.stderr, flush=True)
-        ideals[streams] = ideal_writer(streams, server_core, client_core)
+        ideals[streams] = ideal_writer(streams, server_core, client_core, realtime=realtime)
         for kind in ("sim", "ref"):
             print(f"  measuring {kind} at {streams} streams ...", file=sys.stderr, flush=True)
-            rows.append(measure(kind, streams, args.seconds, server_core, client_core))
+            rows.append(measure(kind, streams, args.seconds, server_core, client_core, realtime))
     print(table(rows))
     print()
     print("ideal writer: the simulator's placement with none of its overhead (bare sends, the same lead rule), "

@@ -1,6 +1,6 @@
 """Where a simulator step's lateness comes from: a per-step trace of its writes, and what a precise start would give.
 
-    python bench/sim_steps.py [--streams 512] [--seconds 12]
+    python bench/sim_steps.py [--streams 512] [--seconds 12] [--sched auto|fifo|normal]
 
 Runs the simulator as ``bench/sim_bench.py`` does (one batching engine in lock step, 20 ms decode steps, pinned to
 one core; ``bench/stream_client.py`` on another) with every step traced: when it was due, when its alarm was planned,
@@ -13,7 +13,8 @@ write (the loop free, then a spin), the start error (first write less its instan
 the token lateness p50/p90/p99 reconstructed from the trace (each step's tokens spread evenly over its writes) as
 it was, and as it would be if every step's writes began exactly at the due time less half the span the median
 cost per write of the previous :data:`~locust_llm.sim.timing.WINDOW` steps expects, with the same spans. Beside
-them, ``/sim/stats``' own lateness over the same window.
+them, ``/sim/stats``' own lateness over the same window, and the simulator's scheduling (``--sched``, as
+``bench/sim_bench.py``'s) and the share of the window it was ready while another task had its core.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import time
 from pathlib import Path
 from statistics import median
 
-from _common import PY, ROOT, cores, pinned
+from _common import PY, ROOT, SCHED_CHOICES, SCHED_HELP, cores, pinned, realtime_wanted, wait_s
 from sim_bench import MAX_TOKENS, SIM_ARGS, fetch
 
 from locust_llm.sim.timing import WINDOW
@@ -56,13 +57,15 @@ sys.exit(main(sys.argv[1:]))
 start, last write's end, tokens) per step."""
 
 
-def run(streams: int, seconds: float) -> tuple[list[list[int]], dict, int]:
-    """Run the traced simulator and its client; the steps, ``/sim/stats`` at the window's end, the window's start."""
+def run(streams: int, seconds: float, realtime: bool = False) -> tuple[list[list[int]], dict, int, float]:
+    """Run the traced simulator (``--realtime`` when ``realtime``) and its client; the steps, ``/sim/stats`` at the
+    window's end, the window's start, and the share of the window (%) the simulator was ready while another task had
+    its core."""
     available = cores()
     server_core, client_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "steps.json"
-        cmd = [PY, "-c", TRACED, str(trace), "--port", "0", *SIM_ARGS]
+        cmd = [PY, "-c", TRACED, str(trace), "--port", "0", *SIM_ARGS, *(["--realtime"] if realtime else [])]
         proc = subprocess.Popen(pinned(cmd, server_core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
                                 text=True)  # fmt: skip
         assert proc.stdout is not None
@@ -79,13 +82,14 @@ def run(streams: int, seconds: float) -> tuple[list[list[int]], dict, int]:
         client = subprocess.Popen(pinned(client_cmd, client_core), stdout=subprocess.DEVNULL)
         time.sleep(2.0)  # connections open and streams settle
         fetch(origin + "/sim/reset-lateness", "POST")
-        start = time.monotonic_ns()
+        start, wait0 = time.monotonic_ns(), wait_s(proc.pid)
         time.sleep(max(1.0, seconds - 3.0))
         stats = fetch(origin + "/sim/stats")
+        wait = 100 * (wait_s(proc.pid) - wait0) / ((time.monotonic_ns() - start) / 1e9)
         client.wait(timeout=seconds + 120)
         proc.terminate()
         proc.wait(timeout=30)
-        return json.loads(trace.read_text()), stats, start
+        return json.loads(trace.read_text()), stats, start, wait
 
 
 def _q(values: list[float], q: float) -> float:
@@ -111,13 +115,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--streams", type=int, default=512, help="Concurrent streams (default: 512).")
     parser.add_argument("--seconds", type=float, default=12.0, help="Client run time (default: 12).")
+    parser.add_argument("--sched", choices=SCHED_CHOICES, default="auto", help=SCHED_HELP)
     args = parser.parse_args()
     if args.streams < 2 or args.seconds < 5:
         parser.error(f"--streams must be at least 2 and --seconds at least 5, got {args.streams} and {args.seconds}")
-    steps, stats, start = run(args.streams, args.seconds)
+    realtime = realtime_wanted(args.sched)
+    steps, stats, start, wait = run(args.streams, args.seconds, realtime)
     window = [s for s in steps if s[0] >= start]
     full = [s for s in window if s[6] >= args.streams // 2]
-    print(f"{args.streams} streams: {len(window)} steps in the window, {len(full)} of at least half the streams")
+    print(f"{args.streams} streams: {len(window)} steps in the window, {len(full)} of at least half the streams; "
+          f"the simulator under {stats.get('scheduling', '?')} scheduling, ready with its core taken {wait:.2f} % "
+          "of the window")  # fmt: skip
     precise = [(start, begin) for _d, _p, _r, start, begin, _e, _n in full if start]
     late = sum(begin - start > 50_000 for start, begin in precise)
     print(f"  {len(precise)} of them started precisely, {late} of those over 50 us after their instant")
