@@ -48,8 +48,9 @@ def wait_s(pid: int) -> float:
 
 SCHED_CHOICES = ("auto", "fifo", "normal")
 SCHED_HELP = ("How the server runs: fifo (real-time, its --realtime; the ideal writer too), normal, or auto (fifo "
-              "when this user may, else normal; default). Under normal scheduling the kernel's threads take the "
-              "server's core for milliseconds at a time (server_wait_pct).")  # fmt: skip
+              "when this user may and the server has a core of its own, else normal; default). Under normal "
+              "scheduling the kernel's threads take the server's core for milliseconds at a time "
+              "(server_wait_pct).")  # fmt: skip
 
 
 def realtime_allowed() -> bool:
@@ -58,9 +59,15 @@ def realtime_allowed() -> bool:
     return hasattr(os, "SCHED_FIFO") and subprocess.run([PY, "-c", probe], capture_output=True).returncode == 0
 
 
-def realtime_wanted(choice: str) -> bool:
-    """``--sched``: whether the servers run real-time; ``fifo`` where this user may not is an error."""
+def realtime_wanted(choice: str, own_core: bool = True) -> bool:
+    """``--sched``: whether the servers run real-time. Only on a core of their own (``own_core``: a real-time server
+    sharing a core with its client would starve it); ``fifo`` where that or this user's rights forbid is an error."""
     if choice == "normal":
+        return False
+    if not own_core:
+        if choice == "fifo":
+            raise SystemExit("error: --sched fifo: the server needs a core of its own (this process may use one "
+                             "core); use --sched normal or auto")  # fmt: skip
         return False
     allowed = realtime_allowed()
     if choice == "fifo" and not allowed:

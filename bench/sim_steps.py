@@ -119,7 +119,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.streams < 2 or args.seconds < 5:
         parser.error(f"--streams must be at least 2 and --seconds at least 5, got {args.streams} and {args.seconds}")
-    realtime = realtime_wanted(args.sched)
+    realtime = realtime_wanted(args.sched, own_core=len(cores()) >= 2)
     steps, stats, start, wait = run(args.streams, args.seconds, realtime)
     window = [s for s in steps if s[0] >= start]
     full = [s for s in window if s[6] >= args.streams // 2]

@@ -35,6 +35,15 @@ def test_fifo_where_not_allowed_is_an_error_naming_what_is_needed(monkeypatch):
 
 @pytest.mark.skipif(not hasattr(os, "SCHED_FIFO") or not realtime_allowed(),
                     reason="this machine refuses SCHED_FIFO to this user")  # fmt: skip
+def test_without_a_core_of_its_own_auto_is_normal_and_fifo_an_error(monkeypatch):
+    monkeypatch.setattr(_common, "realtime_allowed", lambda: True)
+    assert realtime_wanted("auto", own_core=False) is False
+    with pytest.raises(SystemExit) as error:
+        realtime_wanted("fifo", own_core=False)
+    assert "a core of its own" in str(error.value)
+    assert realtime_wanted("fifo", own_core=True) is True
+
+
 def test_realtime_here_holds_fifo_inside_and_gives_it_back():
     assert os.sched_getscheduler(0) == os.SCHED_OTHER
     with realtime_here(True):
