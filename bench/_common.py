@@ -11,6 +11,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from locust_llm.sim.realtime import PRIORITY
+from locust_llm.sim.realtime import allowed as realtime_allowed
+
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -53,12 +56,6 @@ SCHED_HELP = ("How the server runs: fifo (real-time, its --realtime; the ideal w
               "(server_wait_pct).")  # fmt: skip
 
 
-def realtime_allowed() -> bool:
-    """Whether this user may run a process under SCHED_FIFO (a child tries)."""
-    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))"
-    return hasattr(os, "SCHED_FIFO") and subprocess.run([PY, "-c", probe], capture_output=True).returncode == 0
-
-
 def realtime_wanted(choice: str, own_core: bool = True) -> bool:
     """``--sched``: whether the servers run real-time. Only on a core of their own (``own_core``: a real-time server
     sharing a core with its client would starve it); ``fifo`` where that or this user's rights forbid is an error."""
@@ -78,11 +75,11 @@ def realtime_wanted(choice: str, own_core: bool = True) -> bool:
 
 @contextmanager
 def realtime_here(on: bool) -> Iterator[None]:
-    """This thread under SCHED_FIFO priority 1 (as the simulator's ``--realtime``) while inside, when ``on``."""
+    """This thread under SCHED_FIFO at the simulator's ``--realtime`` priority while inside, when ``on``."""
     if not on:
         yield
         return
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(PRIORITY))
     try:
         yield
     finally:

@@ -23,8 +23,10 @@ Rules:
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 
-__all__ = ["PRIORITY", "RealtimeRefused", "policy", "request"]
+__all__ = ["PRIORITY", "RealtimeRefused", "allowed", "policy", "request"]
 
 PRIORITY = 1
 """The real-time priority asked for: the lowest (module docstring)."""
@@ -51,6 +53,15 @@ def request() -> None:
             f"--realtime: the kernel refused SCHED_FIFO priority {PRIORITY} ({exc.strerror or exc}); it needs root, "
             "CAP_SYS_NICE or an RLIMIT_RTPRIO of at least 1 (ulimit -r)"
         ) from None
+
+
+def allowed() -> bool:
+    """Whether this user may put a process under ``SCHED_FIFO`` at :data:`PRIORITY`: a child process tries, so this
+    one's policy stays as it is."""
+    if not hasattr(os, "SCHED_FIFO"):
+        return False
+    probe = f"import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param({PRIORITY}))"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
 
 
 def policy() -> str:

@@ -4,17 +4,17 @@ error and exit 2 when it refuses, normal scheduling when not asked (locust_llm/s
 from __future__ import annotations
 
 import ctypes
-import http.client
 import json
 import os
 import re
 import resource
 import subprocess
 import sys
-from urllib.parse import urlsplit
 
 import pytest
 
+from locust_llm.sim import realtime
+from tests.integration.test_sim_server import get, post
 from tests.support.procs import ROOT, clean_env, sim
 
 PR_CAPBSET_DROP, CAP_SYS_NICE = 24, 23  # <linux/prctl.h>, <linux/capability.h>
@@ -30,27 +30,8 @@ def _no_realtime() -> None:
             raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
 
 
-def _realtime_allowed() -> bool:
-    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))"
-    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
-
-
-def _get(url: str, path: str, body: dict | None = None) -> tuple[int, bytes]:
-    parts = urlsplit(url)
-    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=30)
-    try:
-        if body is None:
-            conn.request("GET", path)
-        else:
-            conn.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-        response = conn.getresponse()
-        return response.status, response.read()
-    finally:
-        conn.close()
-
-
-def _policy_of_server(url: str) -> str:
-    return json.loads(_get(url, "/sim/stats")[1])["scheduling"]
+def _policy_of_server(origin: str) -> str:
+    return get(origin, "/sim/stats")[1]["scheduling"]
 
 
 def test_without_the_flag_the_simulator_runs_under_normal_scheduling():
@@ -58,7 +39,7 @@ def test_without_the_flag_the_simulator_runs_under_normal_scheduling():
         assert _policy_of_server(url.rsplit("/v1", 1)[0]) == "normal"
 
 
-@pytest.mark.skipif(not hasattr(os, "SCHED_FIFO") or not _realtime_allowed(),
+@pytest.mark.skipif(not hasattr(os, "SCHED_FIFO") or not realtime.allowed(),
                     reason="this machine refuses SCHED_FIFO to this user (needs root or CAP_SYS_NICE)")  # fmt: skip
 def test_with_the_flag_it_serves_streams_under_fifo_and_its_children_would_start_normal():
     proc = subprocess.Popen([sys.executable, "-m", "locust_llm.sim", "--port", "0", "--realtime"], cwd=ROOT,
@@ -76,8 +57,8 @@ def test_with_the_flag_it_serves_streams_under_fifo_and_its_children_would_start
         assert policy == os.SCHED_FIFO | os.SCHED_RESET_ON_FORK
         assert os.sched_getparam(proc.pid).sched_priority == 1
         body = {"model": "sim-llm", "stream": True, "max_tokens": 5, "messages": [{"role": "user", "content": "hi"}]}
-        status, data = _get(origin, "/v1/chat/completions", body)
-        assert status == 200
+        response, data = post(origin + "/v1", body)
+        assert response.status == 200
         events = [json.loads(line[6:]) for line in data.decode().splitlines() if line.startswith("data: {")]
         tokens = [e["choices"][0]["delta"].get("content") for e in events if e["choices"]]
         assert 0 < len([t for t in tokens if t]) <= 5, data  # the preset draws each reply's length up to max_tokens
