@@ -5,11 +5,12 @@ import os
 import subprocess
 import sys
 import urllib.request
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from tests.support.procs import LOCUSTFILE, ROOT, clean_env, read_csv, run_locust, sim
+from tests.support.procs import LOCUSTFILE, ROOT, at_once, clean_env, read_csv, run_locust, sim
 
 PACING = ("--ttft-ms", "50", "--itl-ms", "5", "--capacity", "64")
 
@@ -31,14 +32,15 @@ def steps_by_model(tmp_path):
 
 @pytest.fixture(scope="module")
 def policies(tmp_path_factory):
-    """The same over-the-cap load with each retry policy; the server's own counters for each."""
-    out = {}
-    for policy in ("honor", "naive"):
-        path = tmp_path_factory.mktemp(policy)
+    """The same over-the-cap load with each retry policy, at once, each against a simulator of its own; the server's
+    own counters for each."""
+
+    def load(path, policy):
         with sim(*PACING, "--max-concurrent-per-key", "4", "--retry-after-s", "1") as base:
             proc = run(path, base, "--retry-policy", policy, "--max-retries", "3")
-            out[policy] = (proc, stats(base)["sim-llm"], steps_by_model(path)["sim-llm"])
-    return out
+            return proc, stats(base)["sim-llm"], steps_by_model(path)["sim-llm"]
+
+    return at_once({policy: partial(load, tmp_path_factory.mktemp(policy), policy) for policy in ("honor", "naive")})
 
 
 def test_honor_never_comes_back_before_retry_after(policies):
@@ -122,14 +124,16 @@ def test_a_server_closing_kept_alive_connections_costs_reconnects_not_failures(t
 
 
 def test_the_sdk_user_agrees_with_the_default_user_at_low_concurrency(tmp_path):
-    results = {}
-    for name, locustfile in (("fast", LOCUSTFILE), ("sdk", ROOT / "locustfile_sdk.py")):
+    def measure(name, locustfile):  # both at once, each against a simulator of its own
         path = tmp_path / name
         path.mkdir()
         with sim("--ttft-ms", "100", "--itl-ms", "10", "--capacity", "64") as base:
             proc = run(path, base, locustfile=locustfile, users="2", seconds="8s")
         assert proc.returncode == 0, proc.stderr[-2000:]
-        results[name] = steps_by_model(path)["sim-llm"]
+        return steps_by_model(path)["sim-llm"]
+
+    locustfiles = {"fast": LOCUSTFILE, "sdk": ROOT / "locustfile_sdk.py"}
+    results = at_once({name: partial(measure, name, locustfile) for name, locustfile in locustfiles.items()})
     fast, sdk = results["fast"], results["sdk"]
     # both measure the same server: the SDK adds its own overhead to TTFT, not to the gaps between tokens
     assert abs(float(sdk["ttft_p50_ms"]) - float(fast["ttft_p50_ms"])) < 25, (sdk, fast)

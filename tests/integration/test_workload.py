@@ -2,10 +2,11 @@
 
 import json
 import re
+from functools import partial
 
 import pytest
 
-from tests.support.procs import LOCUSTFILE, ROOT, read_csv, run_locust, sim
+from tests.support.procs import LOCUSTFILE, ROOT, at_once, read_csv, run_locust, sim
 
 REASONING = 48  # the reasoning preset's thinking tokens per answer
 
@@ -28,15 +29,17 @@ def system_prompt(path, tokens):
 
 @pytest.fixture(scope="module")
 def conversations(tmp_path_factory):
-    """Three-turn conversations with a reasoning model, through both user classes."""
-    out = {}
-    for name, locustfile, users in (("fast", LOCUSTFILE, "4"), ("sdk", ROOT / "locustfile_sdk.py", "2")):
-        path = tmp_path_factory.mktemp(name)
+    """Three-turn conversations with a reasoning model, through both user classes (at once, each against a simulator
+    of its own)."""
+
+    def converse(path, locustfile, users):
         with sim("--preset", "reasoning", "--kv-blocks", "1024", "--context-tokens", "8192") as base:
             sweep(path, base, "--model", "sim-reasoner", "--turns", "3", "--max-tokens", "64", "--system-prompt",
                   system_prompt(path, 400), locustfile=locustfile, users=users)  # fmt: skip
-        out[name] = path
-    return out
+        return path
+
+    users = {"fast": (LOCUSTFILE, "4"), "sdk": (ROOT / "locustfile_sdk.py", "2")}
+    return at_once({name: partial(converse, tmp_path_factory.mktemp(name), *how) for name, how in users.items()})
 
 
 def turns(path):
@@ -77,14 +80,14 @@ def test_locust_shows_the_answer_ttft_as_its_own_row(conversations):
 @pytest.fixture(scope="module")
 def hinted(tmp_path_factory):
     """16 users, a 1,000-token system prompt, the embedded simulator caching only what is marked: --cache-control
-    off, then on."""
-    out = {}
-    for mark in ("off", "on"):
-        path = tmp_path_factory.mktemp(f"cache-{mark}")
+    off and on, at once."""
+
+    def run(path, mark):
         sweep(path, None, "--sim-args", "--prefix-cache hint", "--system-prompt", system_prompt(path, 1000),
               "--cache-control", mark, "--max-tokens", "64", users="16", seconds="12s")  # fmt: skip
-        out[mark] = (read_csv(path / "run_llm_steps.csv")[0], json.loads((path / "run_llm_run.json").read_text()))
-    return out
+        return read_csv(path / "run_llm_steps.csv")[0], json.loads((path / "run_llm_run.json").read_text())
+
+    return at_once({mark: partial(run, tmp_path_factory.mktemp(f"cache-{mark}"), mark) for mark in ("off", "on")})
 
 
 def test_a_shared_cached_prefix_saves_kv_memory_not_only_prefill(hinted):
