@@ -23,9 +23,9 @@ T = TypeVar("T")
 
 def at_once(jobs: dict[str, Callable[[], T]]) -> dict[str, T]:
     """Run ``jobs`` (each a light end-to-end run: a few users, its own simulator) at the same time, each in a thread
-    of its own (they wait on subprocesses); their results by name. The first that raised raises here, after every
-    job has ended. For a module's runs that are compared with each other, at once also means under the same machine
-    state rather than its stalls at different times."""
+    of its own (they wait on subprocesses); their results by name. After every job has ended, the exception of the
+    first in ``jobs``' order that raised is raised here. For a module's runs that are compared with each other, at
+    once also means under the same machine state rather than its stalls at different times."""
     with ThreadPoolExecutor(len(jobs)) as pool:
         futures = {name: pool.submit(job) for name, job in jobs.items()}
     return {name: future.result() for name, future in futures.items()}
