@@ -231,8 +231,8 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10.0, help="Client run time per measurement (default: 10).")
     parser.add_argument("--sched", choices=SCHED_CHOICES, default="auto", help=SCHED_HELP)
     args = parser.parse_args()
-    realtime = realtime_wanted(args.sched, own_core=len(cores()) >= 2)
     available = cores()
+    realtime = realtime_wanted(args.sched, own_core=len(available) >= 2)
     server_core, client_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
     print(
         f"server on core {server_core}, client on core {client_core}; ITL {ITL_MS} ms, {MAX_TOKENS} tokens/request; "

@@ -39,8 +39,9 @@ def test_without_the_flag_the_simulator_runs_under_normal_scheduling():
         assert _policy_of_server(url.rsplit("/v1", 1)[0]) == "normal"
 
 
-@pytest.mark.skipif(not hasattr(os, "SCHED_FIFO") or not realtime.allowed(),
-                    reason="this machine refuses SCHED_FIFO to this user (needs root or CAP_SYS_NICE)")  # fmt: skip
+@pytest.mark.skipif(
+    not realtime.allowed(), reason="this machine refuses SCHED_FIFO to this user (needs root or CAP_SYS_NICE)"
+)
 def test_with_the_flag_it_serves_streams_under_fifo_and_its_children_would_start_normal():
     proc = subprocess.Popen([sys.executable, "-m", "locust_llm.sim", "--port", "0", "--realtime"], cwd=ROOT,
                             env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
