@@ -7,9 +7,10 @@ same two entries (the ``ITL`` row and the total) exactly as that many ``log`` ca
 the same request count, per-second counts, sum, min, max, rounded response-time buckets and content length. Any
 other listener (a plugin, a user's own hook) keeps receiving every event: :func:`sole_runner_listener` says when
 batching is allowed, and is asked on every request. :func:`log_one` does the same for one event (``TTFT``, ``E2E``):
-what the runner's listener does, without ``EventHook.fire`` around it. Both take an optional wall-clock time ``at``:
-the recorder logs a request's rows a moment after it ended, several requests together
-(:class:`~locust_llm.recorder.Recorder`), and :func:`log_at` then does what ``StatsEntry.log`` does at that time.
+what the runner's listener does, without ``EventHook.fire`` around it. The recorder logs a successful request's rows
+a moment after it ended, with those of the other requests that ended meanwhile (:class:`~locust_llm.recorder.Recorder`),
+each dated with its own end: :func:`log_rows` logs such a batch as every event logged at its own time would have, a
+few calls per entry and second rather than per request (the rule: its docstring).
 
 ``tests/unit/test_locust_batch.py`` compares every field of the entries (and the error table) with per-event logging,
 so a Locust upgrade that changes ``StatsEntry.log`` or the runner's listener fails there rather than drifting.
@@ -17,15 +18,18 @@ so a Locust upgrade that changes ``StatsEntry.log`` or the runner's listener fai
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import locust.stats as locust_stats
+import numpy as np
 from locust.stats import RequestStats
 
-__all__ = ["RUNNER_LISTENER", "log_at", "log_gaps", "log_one", "sole_runner_listener"]
+__all__ = ["RUNNER_LISTENER", "Row", "log_gaps", "log_one", "log_rows", "sole_runner_listener"]
 
 _LOCUST_BUCKET = locust_stats.bucket_response_time
 
@@ -48,74 +52,150 @@ def sole_runner_listener(events: Any) -> bool:
 
 
 def log_one(
-    stats: RequestStats,
-    method: str,
-    name: str,
-    response_time: float,
-    length: int,
-    error: Exception | None,
-    at: float | None = None,
+    stats: RequestStats, method: str, name: str, response_time: float, length: int, error: Exception | None
 ) -> None:
-    """What the runner's listener does with one ``request`` event (``exception=error``); with ``at``, as it would
-    have done it at that wall-clock time (:func:`log_at`; no ``error`` then: Locust dates errors itself)."""
-    if at is None:
-        stats.log_request(method, name, response_time, length)  # type: ignore[arg-type]  # a float, as in log_gaps
-        if error:
-            stats.log_error(method, name, error)
-        return
-    assert error is None, "a failed request is logged when it ends"
-    log_at(stats.total, at, response_time, length)
-    log_at(stats.entries[(name, method)], at, response_time, length)
+    """What the runner's listener does with one ``request`` event (``exception=error``)."""
+    stats.log_request(method, name, response_time, length)  # type: ignore[arg-type]  # a float, as in log_gaps
+    if error:
+        stats.log_error(method, name, error)
 
 
-def log_at(entry: Any, at: float, response_time: float, length: int) -> None:
-    """``StatsEntry.log(response_time, length)`` as Locust runs it at wall-clock time ``at`` (it reads
-    ``time.time()`` itself): the per-second cache when a new second begins, the per-second count and the last
-    request's time (never moved back by a request dated before one already logged), the response time."""
-    second = int(at)
-    last = entry.last_request_timestamp
-    if entry.use_response_times_cache and last and second > int(last):
-        entry._cache_response_times(second - 1)
-    entry.num_requests += 1
-    entry.num_reqs_per_sec[second] += 1
-    if not last or at > last:
-        entry.last_request_timestamp = at
-    entry._log_response_time(response_time)
-    entry.total_content_length += length
-
-
-def log_gaps(
-    stats: RequestStats, method: str, name: str, response_times_ms: Sequence[float], at: float | None = None
-) -> None:
+def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Sequence[float]) -> None:
     """Log ``response_times_ms`` (content length 0) under ``(name, method)`` and the total, as that many
-    ``stats.log_request`` calls in the same second would (that of ``at``, a wall-clock time, when given)."""
+    ``stats.log_request`` calls in the same second would."""
     if not response_times_ms:
         return
     first, rest = response_times_ms[0], response_times_ms[1:]
-    low, high = (min(rest), max(rest)) if rest else (first, first)
-    bucket: Callable[[float], int] = locust_stats.bucket_response_time  # looked up each time: a run may replace it
-    if bucket is _LOCUST_BUCKET and high < 100:  # Locust's own rounding below 100 ms is round() (equal, tested)
-        bucket = round
-    rounded = Counter(map(bucket, rest))
+    run = _Run(low=min(rest), high=max(rest), buckets=_buckets(rest, max(rest))) if rest else None
     entries: tuple[Any, ...] = (stats.total, stats.entries[(name, method)])  # Locust types times as int; they are
     for entry in entries:  # floats in practice (every response time Locust users report)
-        if at is None:
-            entry.log(first, 0)  # the per-second cache and the request timestamp, as Locust does them
-        else:
-            log_at(entry, at, first, 0)
-        if not rest:
+        entry.log(first, 0)  # the per-second cache and the request timestamp, as Locust does them
+        if run is not None:
+            entry.num_requests += len(rest)
+            entry.num_reqs_per_sec[int(entry.last_request_timestamp)] += len(rest)
+            _add_times(entry, run, _sum_in_order(entry.total_response_time, rest))
+
+
+Row = tuple[float, str, str, Sequence[float], int]
+"""``(at, method, name, response_times_ms, length)``: one ``request`` event per value of ``response_times_ms``, each
+with content length ``length``, all dated ``at`` (a wall-clock time)."""
+
+
+def log_rows(stats: RequestStats, rows: Sequence[Row]) -> None:
+    """Log ``rows`` (none failed), in order, as the runner's listener would have logged each of their events at its
+    time ``at`` (``StatsEntry.log`` reads ``time.time()`` itself), except that a row dated before an entry's last
+    request does not move that time back (rows logged since by others, at their own time, are not undone).
+
+    The rule, per entry (each row's ``(name, method)`` and the total), for each run of rows dated in one second ``s``
+    (consecutive in ``rows``): the per-second cache of second ``s - 1`` is taken once, before the run, when the
+    entry's last request was dated in an earlier second (an event dated in the same second as the one before it never
+    takes it); then the run's events are added at once: the request count and that of second ``s``, the last request's
+    time (the latest of the run, never moved back), the response times' sum (added one by one, in order, as the
+    events would), minimum, maximum and rounded buckets, and the content length. That is what logging every event in
+    turn gives, field for field (``tests/unit/test_locust_batch.py``); done per run instead of per event, a batch of
+    requests costs a few calls per entry rather than a few per request."""
+    i, n = 0, len(rows)
+    while i < n:
+        second = int(rows[i][0])
+        j = i + 1
+        while j < n and int(rows[j][0]) == second:
+            j += 1
+        runs: dict[tuple[str, str], _Run] = {}
+        in_order: list[Sequence[float]] = []  # every row's times, for the total's sum
+        for at, method, name, values, length in rows[i:j]:
+            if not values:
+                continue
+            run = runs.get((name, method))
+            if run is None:
+                run = runs[name, method] = _Run()
+            run.times.extend(values)
+            run.latest = max(run.latest, at)
+            run.content += length * len(values)
+            in_order.append(values)
+        if not runs:
+            i = j
             continue
-        entry.num_requests += len(rest)
-        entry.num_reqs_per_sec[int(entry.last_request_timestamp if at is None else at)] += len(rest)
-        if _SUM_IN_ORDER:
-            entry.total_response_time = sum(rest, entry.total_response_time)
-        else:
-            total = entry.total_response_time
-            for value in rest:
-                total += value
-            entry.total_response_time = total
-        entry.min_response_time = min(entry.min_response_time, low)
-        entry.max_response_time = max(entry.max_response_time, high)
-        buckets = entry.response_times
-        for key, count in rounded.items():
-            buckets[key] += count
+        total = _Run()
+        for (name, method), run in runs.items():
+            entry = stats.entries[(name, method)]
+            _begin_run(entry, second, len(run.times), run.latest)
+            run.low, run.high = min(run.times), max(run.times)
+            run.buckets = _buckets(run.times, run.high)
+            _add_times(entry, run, _sum_in_order(entry.total_response_time, run.times))
+            total.latest = max(total.latest, run.latest)
+            total.content += run.content
+            total.low, total.high = min(total.low, run.low), max(total.high, run.high)
+            total.count += len(run.times)
+            for key, count in run.buckets:
+                total.buckets.append((key, count))
+        _begin_run(stats.total, second, total.count, total.latest)
+        summed: float = stats.total.total_response_time
+        for values in in_order:
+            summed = _sum_in_order(summed, values)
+        _add_times(stats.total, total, summed)
+        i = j
+
+
+@dataclass(slots=True, eq=False)
+class _Run:
+    """The events of one entry in a run of rows of one second (:func:`log_rows`)."""
+
+    times: list[float] = field(default_factory=list)
+    latest: float = 0.0
+    content: int = 0
+    count: int = 0
+    low: float = math.inf
+    high: float = -math.inf
+    buckets: list[tuple[Any, int]] = field(default_factory=list)
+    """``(rounded response time, events)``, a key perhaps more than once."""
+
+
+def _begin_run(entry: Any, second: int, count: int, latest: float) -> None:
+    """The per-second cache, the request counts and the last request's time of ``count`` events dated in ``second``,
+    the latest at ``latest`` (:func:`log_rows`)."""
+    last = entry.last_request_timestamp
+    if entry.use_response_times_cache and last and second > int(last):
+        entry._cache_response_times(second - 1)
+    entry.num_requests += count
+    entry.num_reqs_per_sec[second] += count
+    if not last or latest > last:
+        entry.last_request_timestamp = latest
+
+
+def _add_times(entry: Any, run: _Run, summed: float) -> None:
+    """The response times of ``run`` (its minimum, maximum and buckets; ``summed``: the entry's sum with them added
+    in order) and its content length, into ``entry``."""
+    entry.total_response_time = summed
+    low = run.low
+    entry.min_response_time = low if entry.min_response_time is None else min(entry.min_response_time, low)
+    entry.max_response_time = max(entry.max_response_time, run.high)
+    buckets = entry.response_times
+    for key, count in run.buckets:
+        buckets[key] += count
+    entry.total_content_length += run.content
+
+
+def _sum_in_order(start: float, times: Sequence[float]) -> float:
+    """``start`` plus each of ``times`` in turn, as ``total_response_time += t`` per event gives."""
+    if _SUM_IN_ORDER:
+        return sum(times, start)
+    for value in times:
+        start += value
+    return start
+
+
+def _buckets(times: Sequence[float], high: float) -> list[tuple[Any, int]]:
+    """``times`` rounded by Locust's ``bucket_response_time`` (looked up each time: a run may replace it), counted.
+    Locust's own rounding below 100 ms is ``round()`` (half to even, to an int); from :data:`VECTOR_MIN_TIMES` times on
+    numpy's ``rint`` does it, which rounds each double the same way."""
+    bucket: Callable[[float], Any] = locust_stats.bucket_response_time
+    if bucket is not _LOCUST_BUCKET or high >= 100:
+        return list(Counter(map(bucket, times)).items())
+    if len(times) < VECTOR_MIN_TIMES:
+        return list(Counter(map(round, times)).items())
+    keys, counts = np.unique(np.rint(np.array(times, dtype=np.float64)), return_counts=True)
+    return list(zip(keys.astype(np.int64).tolist(), counts.tolist(), strict=True))
+
+
+VECTOR_MIN_TIMES = 256
+"""From this many response times below 100 ms on, numpy rounds and counts them (:func:`_buckets`)."""

@@ -15,7 +15,7 @@ only one): each is dated with the wall-clock time it ended and logged, in order,
 by :meth:`Recorder.flush`, which runs when :data:`DEFER_LIMIT` requests wait, :data:`DEFER_S` after the first of them
 ended, and before Locust reads or resets its statistics (``report_to_master``, ``test_stop``, ``quitting``;
 ``reset_stats`` drops them, as Locust's reset would have). The statistics are those of logging each at its end
-(:func:`~locust_llm.locust_batch.log_at`); they show at most :data:`DEFER_S` later. Why: run once per request
+(:func:`~locust_llm.locust_batch.log_rows`); they show at most :data:`DEFER_S` later. Why: run once per request
 between thousands of token reads, the logging runs with cold caches, at about three times its cost in a loop
 (measured in a 64-token run at 32 streams: 88 µs per request against 25); together it runs warm. A failed request
 flushes the waiting ones and is logged at once (Locust dates its error itself), as is every request when another
@@ -34,7 +34,7 @@ import gevent
 
 from locust_llm.collect.collector import Collector
 from locust_llm.failfast import FailFast
-from locust_llm.locust_batch import log_gaps, log_one, sole_runner_listener
+from locust_llm.locust_batch import Row, log_gaps, log_one, log_rows, sole_runner_listener
 from locust_llm.metrics import RequestResult
 from locust_llm.sla import Sla
 
@@ -98,7 +98,7 @@ class Recorder:
         if direct is None or not result.ok:
             if self._deferred:
                 self.flush()
-            self._log(direct, result, None)
+            self._log(direct, result)
             return
         deferred = self._deferred
         deferred.append((time.time(), result))
@@ -113,8 +113,10 @@ class Recorder:
         stats = self.runner_stats() if deferred else None
         if stats is None:
             return  # nothing waited, or no runner any more to log into
+        rows: list[Row] = []
         for at, result in deferred:
-            self._log(stats, result, at)
+            rows.extend((at, method, result.model, values, length) for method, values, length in self._rows(result))
+        log_rows(stats, rows)
 
     def _take(self) -> list[tuple[float, RequestResult]]:
         """The deferred requests, no longer waiting (their timer stopped)."""
@@ -125,54 +127,48 @@ class Recorder:
 
     def _arm(self) -> None:
         """Flush in :data:`DEFER_S`: a new one-shot timer each time (a libev timer started again after it fired or
-        was stopped keeps its old due time, and would fire at once)."""
+        was stopped keeps its old due time, and would fire at once), counted from now, not from the loop's time
+        of its last turn (which a long turn, or work that has not yielded for a while, leaves behind)."""
         if self._timer is not None:
             self._timer.close()
-        self._timer = gevent.get_hub().loop.timer(DEFER_S)
+        loop = gevent.get_hub().loop
+        loop.update_now()
+        self._timer = loop.timer(DEFER_S)
         self._timer.start(self.flush)
 
-    def _log(self, direct: Any, result: RequestResult, at: float | None) -> None:
-        """Fire (or, with ``direct``, log at ``at``: now when ``None``) the Locust events of ``result``."""
+    def _log(self, direct: Any, result: RequestResult) -> None:
+        """Fire (or, with ``direct``, the runner's stats, its listener the only one, log there as the listener would)
+        the Locust events of ``result``, now."""
         model = result.model
+        error = None if result.ok else LLMError(result.error)
+        for method, values, length in self._rows(result):
+            if direct is None:
+                fire = self.events.request.fire
+                for ms in values:
+                    fire(request_type=method, name=model, response_time=ms, response_length=length,
+                         exception=error if method == "E2E" else None, context={})  # fmt: skip
+            elif method == "ITL":
+                log_gaps(direct, method, model, values)
+            else:
+                log_one(direct, method, model, values[0], length, error if method == "E2E" else None)
+
+    def _rows(self, result: RequestResult) -> list[tuple[str, list[float], int]]:
+        """The Locust events of ``result``, in order, as ``(method, response times in ms, content length)``: ``TTFT``
+        (and ``TTFA``, module docstring) and one ``ITL`` per gap when it streamed a token, then ``E2E``."""
+        rows = []
         ttft = result.ttft_ns
         if ttft is not None:
-            self._event(direct, "TTFT", model, ttft / 1e6, result.prompt_tokens, None, at)
+            rows.append(("TTFT", [ttft / 1e6], result.prompt_tokens))
             if result.reasoning_chunks or result.reasoning_tokens:
                 self.reasoning_seen = True
             answer_ttft = result.answer_ttft_ns
             if self.reasoning_seen and answer_ttft is not None:
-                self._event(direct, "TTFA", model, answer_ttft / 1e6, result.reasoning_tokens, None, at)
+                rows.append(("TTFA", [answer_ttft / 1e6], result.reasoning_tokens))
             if self.itl_events:
-                self._itl(direct, model, result.token_ns, at)
-        error = None if result.ok else LLMError(result.error)
-        self._event(direct, "E2E", model, result.e2e_ns / 1e6, result.completion_tokens, error, at)
-
-    def _event(
-        self,
-        direct: Any,
-        method: str,
-        model: str,
-        ms: float,
-        length: int,
-        error: Exception | None = None,
-        at: float | None = None,
-    ) -> None:
-        """One Locust ``request`` event; with ``direct`` (the runner's stats, its listener the only one) logged
-        there as the listener would (at ``at``, when given)."""
-        if direct is not None:
-            log_one(direct, method, model, ms, length, error, at)
-        else:
-            self.events.request.fire(request_type=method, name=model, response_time=ms, response_length=length,
-                                     exception=error, context={})  # fmt: skip
-
-    def _itl(self, direct: Any, model: str, token_ns: list[int], at: float | None = None) -> None:
-        gaps_ms = list(map(truediv, map(sub, token_ns[1:], token_ns), repeat(1e6)))  # (later - earlier) / 1e6
-        if direct is not None:
-            log_gaps(direct, "ITL", model, gaps_ms, at)
-            return
-        fire = self.events.request.fire
-        for gap in gaps_ms:
-            fire(request_type="ITL", name=model, response_time=gap, response_length=0, exception=None, context={})
+                token_ns = result.token_ns
+                rows.append(("ITL", list(map(truediv, map(sub, token_ns[1:], token_ns), repeat(1e6))), 0))
+        rows.append(("E2E", [result.e2e_ns / 1e6], result.completion_tokens))
+        return rows
 
     def count(self, name: str, model: str, n: int = 1, at_ns: int | None = None) -> None:
         """Add ``n`` to a per-step counter (retries, fallbacks, reconnects, ...) of ``model``."""

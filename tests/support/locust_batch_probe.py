@@ -15,7 +15,7 @@ from locust import User
 from locust.env import Environment
 from locust.event import Events
 
-from locust_llm.locust_batch import log_gaps, log_one, sole_runner_listener
+from locust_llm.locust_batch import log_gaps, log_one, log_rows, sole_runner_listener
 
 FIELDS = ("num_requests", "num_none_requests", "num_failures", "total_response_time", "min_response_time",
           "max_response_time", "response_times", "total_content_length")  # fmt: skip
@@ -180,6 +180,69 @@ def deferred_runs():
             "rows": [before, reported, after_reset, waiting, timed]}  # fmt: skip
 
 
+def compare_rows(seed, mutate):
+    """Random rows (none to ninety events each, some with a content length; methods and names mixed; for odd seeds
+    all under 100 ms, hundreds in a second, some half-way between two integers; dated in runs of one second that
+    straddle batches, and across gaps of seconds) logged by :func:`log_rows` in batches of random
+    sizes, against every event fired at its own scripted time: every field, the per-second counts, the last
+    request's time and the per-second cache. ``mutate``: one event's content length is off by one (the check can
+    fail)."""
+    import time
+
+    rng = random.Random(seed)
+    rows, at = [], 1_000_000.0
+    for _ in range(rng.randint(1, 120)):
+        at += rng.choice([0.0, 0.01, 0.3, 0.9, 2.5])
+        if seed % 2:  # gaps between tokens: all under 100 ms (some exactly half-way between two integers), many
+            values = [rng.choice([rng.uniform(-3, 99.9), rng.randint(-3, 98) + 0.5]) for _ in range(rng.randint(0, 90))]
+        else:
+            values = [rng.choice([rng.uniform(-3, 5), rng.uniform(5, 500), rng.uniform(500, 90_000)])
+                      for _ in range(rng.choice([0, 1, 1, 3, 40]))]  # fmt: skip
+        rows.append((at, rng.choice(["TTFT", "ITL", "E2E"]), rng.choice(["m", "n"]), values, rng.choice([0, 7, 300])))
+    real_time, clock = time.time, [rows[0][0] - 0.5]
+    time.time = lambda: clock[0]
+    try:
+        fired, batched = runner_env(), runner_env()  # entries made at one time: the same first cached second
+        for env in (fired, batched):
+            for name in ("m", "n"):
+                for method in ("TTFT", "ITL", "E2E"):
+                    env.runner.stats.get(name, method)
+        for at, method, name, values, length in rows:
+            clock[0] = at
+            for value in values:
+                fired.events.request.fire(request_type=method, name=name, response_time=value,
+                                          response_length=length, exception=None, context={})  # fmt: skip
+        if mutate:
+            at, method, name, values, length = next(row for row in rows if row[3])
+            rows[rows.index((at, method, name, values, length))] = (at, method, name, values, length + 1)
+        i = 0
+        while i < len(rows):
+            size = rng.randint(1, 40)
+            log_rows(batched.runner.stats, rows[i : i + size])
+            i += size
+    finally:
+        time.time = real_time
+    return full_entries(batched.runner.stats) == full_entries(fired.runner.stats)
+
+
+def rows_dated_back():
+    """:func:`log_rows` of a row dated before the entry's last request (a wall clock stepped back): the last request's
+    time, whether a second was cached for it, and where it was counted."""
+    env = runner_env()
+    stats = env.runner.stats
+    entry = stats.get("m", "E2E")
+    log_rows(stats, [(2_000_010.5, "E2E", "m", [100.0], 0)])
+    cached = sorted(entry.response_times_cache or {})
+    log_rows(stats, [(2_000_010.9, "E2E", "m", [70.0], 0), (2_000_010.6, "E2E", "m", [65.0], 0),
+                     (2_000_008.7, "E2E", "m", [50.0, 60.0], 0)])  # fmt: skip
+    return {
+        "last": entry.last_request_timestamp,
+        "cached_again": sorted(entry.response_times_cache or {}) != cached,
+        "per_second": sorted(entry.num_reqs_per_sec.items()),
+        "requests": entry.num_requests,
+    }
+
+
 def main():
     seeds = range(int(sys.argv[1]))
     equal = all(compare(s, False) for s in seeds)
@@ -195,6 +258,9 @@ def main():
         "equal_with_rounding_replaced": equal_replaced,
         "equal_with_a_gap_dropped": all(compare(s, True) for s in seeds),
         "one_equal": all(compare_one(s, False) for s in seeds),
+        "rows_equal": all(compare_rows(s, False) for s in seeds),
+        "rows_equal_with_a_length_off": any(compare_rows(s, True) for s in seeds),
+        "rows_dated_back": rows_dated_back(),
         "one_equal_with_errors_dropped": all(compare_one(s, True) for s in seeds),
         "recorder": recorder_runs(),
         "deferred": deferred_runs(),

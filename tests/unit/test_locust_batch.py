@@ -21,6 +21,16 @@ def test_batched_and_deferred_logging_equal_one_event_each_and_only_when_the_run
         "equal_with_a_gap_dropped": False,  # the comparison sees a difference of one gap
         "one_equal": True,
         "one_equal_with_errors_dropped": False,  # and a missing error
+        "rows_equal": True,  # batches of requests dated in runs of seconds: field for field
+        "rows_equal_with_a_length_off": False,
+        # a row dated before the last request (the wall clock stepped back) counts in its own second, takes no cached
+        # second and does not move the last request's time back (rows logged by others later are not undone)
+        "rows_dated_back": {
+            "last": 2_000_010.9,
+            "cached_again": False,
+            "per_second": [[2_000_008, 2], [2_000_010, 3]],
+            "requests": 5,
+        },
         "recorder": [True, [["E2E", 2], ["ITL", 58], ["TTFT", 2]]],  # the same stats; a plugin sees every event
         # rows that waited, logged at test_stop, equal rows logged at once, to the second and the cached seconds;
         # 5 of the 80 waited at the end; one waits, a report logs it; one waits, a reset drops it; one waits until
