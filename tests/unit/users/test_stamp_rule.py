@@ -1,0 +1,74 @@
+"""Which stamp a plain read takes (``users/pump.py``, "two rules"): the kernel's receive time in a turn that follows
+more than ``WORK_NS`` of the loop's own work, the moment the poll returned in any other turn. On the real loop."""
+
+import time
+
+import gevent
+import pytest
+
+import locust_llm.users.pump as pump_module
+from locust_llm.metrics import Outcome
+from tests.unit.users.test_pump import REST, Turn, delivered, kernel_stamping  # noqa: F401  (a fixture)
+
+
+def watch_turns(cell, each):
+    """A check watcher that runs ``each()`` in every turn after the one that keeps ``cell`` (it has the highest
+    priority; this one the next), before the turn's reads."""
+    watcher = gevent.get_hub().loop.check(ref=False, priority=1)
+    watcher.start(each)
+    return watcher
+
+
+def test_a_turn_is_after_work_when_more_than_work_ns_of_the_loop_s_work_came_before_its_poll():
+    """Twenty times a greenlet works for ten times ``WORK_NS`` (by the wall clock) in one turn, between sleeps, woken
+    after the poll by a timer or, every other time, before it by a callback (``sleep(0)``: where gevent switches to
+    the users that the pump wakes): the next turn is after work, every time. Of the turns that follow no such work (a
+    wake-up from a sleep, a few calls), at least one is not (a rule that always took the kernel's time fails here)."""
+    cell = pump_module.turn_cell(time.perf_counter_ns)
+    flags = {}
+    watcher = watch_turns(cell, lambda: flags.__setitem__(cell[1], cell[3]))
+    worked = []
+    try:
+        for i in range(20):
+            gevent.sleep(0.002)
+            if i % 2:
+                gevent.sleep(0)  # woken by a callback: in the next turn, before its poll
+            worked.append(cell[1])  # the turn this work runs in
+            until = time.perf_counter_ns() + 10 * pump_module.WORK_NS
+            while time.perf_counter_ns() < until:
+                pass
+            gevent.sleep(0.002)
+    finally:
+        watcher.stop()
+    assert all(flags[turn + 1] for turn in worked), flags
+    assert not all(after_work for turn, after_work in flags.items() if turn - 1 not in worked), flags
+
+
+@pytest.mark.usefixtures("kernel_stamping")
+@pytest.mark.parametrize("after_work", [False, True])
+def test_a_plain_read_takes_the_poll_s_return_unless_its_turn_follows_work(after_work):
+    """Every turn said after work or not by the test (a watcher that runs after the turn's own): five streams whose
+    sockets get the kernel's receive times, their next tokens written at once. Not after work, each read is stamped
+    with the start of a turn, exactly; after work, with the kernel's time of its bytes, which is none of the turns'
+    starts (they arrived inside the writes, before any poll returned with them)."""
+    cell = pump_module.turn_cell(time.perf_counter_ns)
+    starts = set()
+
+    def said():
+        cell[3] = after_work
+        starts.add(cell[0])
+
+    watcher = watch_turns(cell, said)
+    turn = Turn(answered=5, clock=time.perf_counter_ns)
+    try:
+        turn.spawn(5)
+        assert turn.started.wait(10), "the five streams did not all get their first token"
+        for sock in turn.served:
+            sock.sendall(REST)
+        delivered(turn.served)
+        results = turn.results()
+    finally:
+        turn.close()
+        watcher.stop()
+    assert [(r.outcome, len(r.token_ns)) for r in results] == [(Outcome.OK, 2)] * 5
+    assert [r.token_ns[1] in starts for r in results] == [not after_work] * 5, (results, sorted(starts))
