@@ -46,37 +46,41 @@ after the previous poll returned (else that one would have reported it): either 
 greenlets; the read callbacks of the previous turn), or while this poll waited, and then it is what woke the poll, or
 came while it woke.
 
-**After more than** :data:`WORK_NS` **(100 µs) of the loop's own work, a read is stamped with the time the kernel
-received its last bytes**, where the kernel says (Linux: the socket asks once for ``SO_TIMESTAMPNS``, :mod:`.stamps`,
-by the time the pump starts, and the read is a ``recvmsg`` whose control message holds that wall-clock time, turned
-into ``clock()``'s with the offset between the two clocks taken at the turn's start). That is exactly when they
-arrived, however long the loop took to get to them: a turn that ran users' work, a timer's greenlet, the read callbacks
-of other sockets, or a stall of the generator's process while it worked (the work is timed by the wall clock) adds
-nothing to it. Over loopback the kernel receives them inside the server's ``send``, so the stamps are what the server
-delivered. Where the kernel gives no time (another system, an option refused, bytes that carry none: Linux turns
-receive times on for the whole system a moment after the first socket asks, so a process's very first reads may take
-it), the read takes the rule below.
+**After more than** :data:`WORK_NS` **(100 µs) of the loop's own work, or a poll that waited more than** :data:`WAIT_NS`
+**(1 ms), a read is stamped with the time the kernel received its last bytes** (a core idle that long may have been
+given away by the host, and getting it back can take milliseconds), where the kernel says (Linux: the socket asks once
+for ``SO_TIMESTAMPNS``, :mod:`.stamps`, by the time the pump starts, and the read is a ``recvmsg`` whose control message
+holds that wall-clock time, turned into ``clock()``'s with the offset between the two clocks taken at the turn's start).
+That is exactly when they arrived, however long the loop took to get to them: a turn that ran users' work, a timer's
+greenlet, the read callbacks of other sockets, or a stall of the generator's process while it worked (the work is timed
+by the wall clock) adds nothing to it. Over loopback the kernel receives them inside the server's ``send``, so the
+stamps are what the server delivered. Where the kernel gives no time (another system, an option refused, bytes that
+carry none: Linux turns receive times on for the whole system a moment after the first socket asks, so a process's very
+first reads may take it), the read takes the rule below.
 
 **Otherwise (and over TLS, and where the kernel gives no time) a read is stamped with the moment the loop's poll
 returned**, not with the moment its callback ran: its bytes came at most :data:`WORK_NS` plus the poll's wake-up before
-that. The callbacks of a turn run one after another (at a few hundred streams many sockets are ready at once, each read
-costing tens of microseconds), after whatever else the turn holds: a timer's greenlet, such as an open-loop arrival
-sending its request. Stamped when its callback ran, the last read of a turn was late by all of that. A check watcher of
-the highest priority, which libev runs first in every turn after the poll, stores ``clock()`` (:func:`turn_cell`) and
-the read callbacks of that turn use it. Bytes that arrive on a ready socket after the poll returned and are taken by
-the same ``recv`` get that earlier stamp, early by at most the turn's length (the events of one read share one stamp
-under either rule). A stall of the process while the poll wakes (a host that took the core) is the one delay these
-stamps include and the kernel's would not; every client's stamps include it. With a clock other than
-``time.perf_counter_ns`` (the tests' scripted clocks), each read calls the clock instead.
+that (the loop worked less, then polled: what a short poll reports came while it waited, or is what woke it). The
+callbacks of a turn run one after another (at a few hundred streams many sockets are ready at once, each read costing
+tens of microseconds), after whatever else the turn holds: a timer's greenlet, such as an open-loop arrival sending its
+request. Stamped when its callback ran, the last read of a turn was late by all of that. A check watcher of the highest
+priority, which libev runs first in every turn after the poll, stores ``clock()`` (:func:`turn_cell`) and the read
+callbacks of that turn use it. Bytes that arrive on a ready socket after the poll returned and are taken by the same
+``recv`` get that earlier stamp, early by at most the turn's length (the events of one read share one stamp under either
+rule). A stall of the process while a short poll wakes (a host that took the core) is the one delay these stamps include
+and the kernel's would not; every client's stamps include it. With a clock other than ``time.perf_counter_ns`` (the
+tests' scripted clocks), each read calls the clock instead.
 
 Why two rules: the kernel's time costs a ``recvmsg`` and its control message where the other costs a ``recv``, and at
-a few hundred streams the loop waits before most turns. Taken for every read, it was 7-9 % of the generator's CPU
-(0.914-0.935 of the CPU per token without it; the same with the option set and a plain ``recv``: the cost is the
-``recvmsg``); taken after work alone, 4-6 % of it is saved (0.942-0.964). Both: pairs of generators at 128 streams of 64
-tokens run at once on one core against one simulator, 2026-12-03 (README, "Generator cost"). In four interleaved pairs
-of ``bench/generator.py`` runs at 512 streams (2026-12-02), the ITL p99 measured minus the one the simulator measured as
-its writes returned was -0.06 to +0.22 ms with the kernel's time for every read, against +0.45 to +1.18 ms with the
-poll's return for every read: that lateness is the loop's own work, which the first rule takes out.
+a few hundred streams the loop neither worked long nor waited long before most turns. Taken for every read, it was 7-9 %
+of the generator's CPU (0.914-0.935 of the CPU per token without it; the same with the option set and a plain ``recv``:
+the cost is the ``recvmsg``); taken after work alone, 4-6 % of it is saved (0.942-0.964), and adding the turns after a
+long wait costs no more than the method's noise (1.002-1.016). All: ``python bench/pair.py``, pairs of generators at 128
+streams of 64 tokens run at once on one core against one simulator, 2026-12-03 (README, "Generator cost"). In four
+interleaved pairs of ``bench/generator.py`` runs at 512 streams (2026-12-02), the ITL p99 measured minus the one the
+simulator measured as its writes returned was -0.06 to +0.22 ms with the kernel's time for every read, against +0.45 to
++1.18 ms with the poll's return for every read: that lateness is mostly the loop's own work, which the first rule takes
+out.
 
 Only plain sockets are pumped: a TLS socket's readiness says nothing about decrypted bytes (they may sit in the SSL
 object's buffer), so TLS streams take the line loop of :mod:`.stream`, which stamps the reads it waited for by
@@ -97,11 +101,13 @@ from locust_llm.sse import SSEDecoder, TokenShape, is_content_literal
 from locust_llm.users.chunked import Unchunker
 from locust_llm.users.stamps import CMSG_BYTES, kernel_stamps, received_ns
 
-__all__ = ["RECV_BYTES", "WORK_NS", "Tokens", "decode_events", "pump", "pumpable", "turn_cell", "wait_readable"]
+__all__ = ["RECV_BYTES", "Tokens", "decode_events", "pump", "pumpable", "turn_cell", "wait_readable"]
 
 WORK_NS = 100_000
 """A turn that follows more of the loop's own work than this (ns, wall clock) reads with the kernel's receive times
 (module docstring)."""
+WAIT_NS = 1_000_000
+"""A turn whose poll waited longer than this (ns) reads with the kernel's receive times (module docstring)."""
 
 RECV_BYTES = 65536
 """One ``recv`` takes everything that has arrived (at most this): a token is a few hundred bytes."""
@@ -238,13 +244,13 @@ def turn_cell(clock: Callable[[], int]) -> list[Any] | None:
     """``[start, count, offset, after_work, prepared]`` of this thread's loop: ``clock()`` taken at the start of the
     current turn (when its poll returned, module docstring), how many turns it has begun, the wall clock
     (``time.time_ns()``) minus ``clock()`` then (what turns the kernel's receive times into ``clock()``'s time,
-    :mod:`.stamps`), whether more than :data:`WORK_NS` of the loop's work came before this turn's poll (from the
-    previous turn's start to when the loop was about to poll: the pump then reads with the kernel's receive times),
-    and ``clock()`` when it was about to poll. Kept by a check watcher of the highest priority (it runs first after
-    the poll) and a prepare watcher of the lowest (it runs last before the poll, after gevent's callbacks, where users'
-    greenlets are switched to), started on first use and kept for the loop's life (they do not keep the loop running);
-    ``None`` when ``clock`` is not ``time.perf_counter_ns``. A greenlet that reads ``count`` before and after a call
-    knows whether the loop turned (it yielded) in between."""
+    :mod:`.stamps`), whether the pump reads with the kernel's receive times in this turn (more than :data:`WORK_NS` of
+    the loop's work came before its poll, from the previous turn's start to when the loop was about to poll, or the poll
+    waited more than :data:`WAIT_NS`), and ``clock()`` when it was about to poll. Kept by a check watcher of the highest
+    priority (it runs first after the poll) and a prepare watcher of the lowest (it runs last before the poll, after
+    gevent's callbacks, where users' greenlets are switched to), started on first use and kept for the loop's life (they
+    do not keep the loop running); ``None`` when ``clock`` is not ``time.perf_counter_ns``. A greenlet that reads
+    ``count`` before and after a call knows whether the loop turned (it yielded) in between."""
     if clock is not time.perf_counter_ns:
         return None
     hub = get_hub()
@@ -258,7 +264,7 @@ def turn_cell(clock: Callable[[], int]) -> list[Any] | None:
 
     def tick() -> None:
         now = clock()
-        cell[3] = cell[4] - cell[0] > WORK_NS  # from the last turn's start to this poll: the loop's work
+        cell[3] = cell[4] - cell[0] > WORK_NS or now - cell[4] > WAIT_NS  # the loop's work; the poll's wait
         cell[0] = now
         cell[1] += 1
         cell[2] = wall() - now

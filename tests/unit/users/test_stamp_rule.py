@@ -19,29 +19,38 @@ def watch_turns(cell, each):
     return watcher
 
 
-def test_a_turn_is_after_work_when_more_than_work_ns_of_the_loop_s_work_came_before_its_poll():
-    """Twenty times a greenlet works for ten times ``WORK_NS`` (by the wall clock) in one turn, between sleeps, woken
-    after the poll by a timer or, every other time, before it by a callback (``sleep(0)``: where gevent switches to
-    the users that the pump wakes): the next turn is after work, every time. Of the turns that follow no such work (a
-    wake-up from a sleep, a few calls), at least one is not (a rule that always took the kernel's time fails here)."""
+def test_a_turn_reads_the_kernel_s_times_after_the_loop_s_work_or_a_long_wait_not_after_a_short_one():
+    """On the real loop. Twenty times a greenlet works for five times ``WORK_NS`` (by the wall clock) in one turn,
+    woken after the poll by a timer or, every other time, before it by a callback (``sleep(0)``: where gevent switches
+    to the users that the pump wakes): the next turn reads the kernel's times, every time. So does every turn whose
+    poll waited more than ``WAIT_NS`` (five sleeps of 20 ms make some). Of the turns that follow neither (a timer due
+    at once: no wait, a few calls), at least one does not (a rule that always took the kernel's time fails here)."""
     cell = pump_module.turn_cell(time.perf_counter_ns)
-    flags = {}
-    watcher = watch_turns(cell, lambda: flags.__setitem__(cell[1], cell[3]))
-    worked = []
+    turns = {}
+    watcher = watch_turns(cell, lambda: turns.__setitem__(cell[1], (cell[3], cell[0] - cell[4])))
+    worked, quick = [], []
     try:
         for i in range(20):
             gevent.sleep(0.002)
             if i % 2:
-                gevent.sleep(0)  # woken by a callback: in the next turn, before its poll
-            worked.append(cell[1])  # the turn this work runs in
-            until = time.perf_counter_ns() + 10 * pump_module.WORK_NS
+                gevent.sleep(0)  # woken by a callback: before the next poll, in gevent's callbacks
+            worked.append(cell[1])  # the last turn whose poll came before this work
+            until = time.perf_counter_ns() + 5 * pump_module.WORK_NS  # less than WAIT_NS: never taken for a wait
             while time.perf_counter_ns() < until:
                 pass
-            gevent.sleep(0.002)
+            gevent.sleep(1e-6)  # a timer due at once: the next poll does not wait
+            for _ in range(3):
+                gevent.sleep(1e-6)
+                quick.append(cell[1])  # the turn whose timer woke it
+        for _ in range(5):
+            gevent.sleep(0.02)
     finally:
         watcher.stop()
-    assert all(flags[turn + 1] for turn in worked), flags
-    assert not all(after_work for turn, after_work in flags.items() if turn - 1 not in worked), flags
+    assert all(turns[turn + 1][0] for turn in worked), turns
+    waited = [turn for turn, (_, wait) in turns.items() if wait > pump_module.WAIT_NS]
+    assert len(waited) >= 5 and all(turns[turn][0] for turn in waited), turns
+    others = [turns[turn][0] for turn in quick if turn - 1 not in worked and turn not in waited]
+    assert others and not all(others), turns
 
 
 @pytest.mark.usefixtures("kernel_stamping")
