@@ -4,8 +4,9 @@ The body is read line by line as bytes arrive (Locust's ``iter_lines``/``iter_co
 tokens; see DESIGN.md "Hot path"): over plain HTTP in the event loop's read callback (:mod:`.pump`, no greenlet switch
 per token), over TLS and for whatever the pump hands back after each read of the parser's body, as the pump decodes
 (:func:`_read_rest`). Each SSE event is stamped with ``time.perf_counter_ns()`` when the bytes of its terminating
-blank line have been received: by the pump, with the kernel's receive time of the read that brought them (Linux),
-else with the start of the loop's turn in which they were read; over TLS,
+blank line have been received: by the pump, with the kernel's receive time of the read that brought them (Linux, in
+a turn of the loop that followed its own work or a long wait: :mod:`.pump`'s two rules), else with the start of the
+loop's turn in which they were read; over TLS,
 with the start of the turn in which the greenlet that read them was woken when it had waited for them. Failures are
 classified (:class:`~locust_llm.metrics.Outcome`) with a readable message from which secrets are removed.
 """

@@ -455,6 +455,13 @@ class Turn:
                                            connection_timeout=5, **self.client_tls))  # fmt: skip
             self.users.append(gevent.spawn(self.user, self.clients[-1]))
 
+    def send_rest(self):
+        """Write every served stream's rest (its next token, the usage and ``[DONE]``) at once, then wait (without
+        yielding) until the peers' kernels have it all (:func:`delivered`): the loop's next poll sees them all."""
+        for sock in self.served:
+            sock.sendall(REST)
+        delivered(self.served)
+
     def results(self):
         gevent.joinall(self.users, timeout=10, raise_error=True)
         return [u.value for u in self.users]
@@ -680,9 +687,7 @@ def test_reads_in_one_turn_share_the_moment_the_poll_returned_not_the_moment_eac
     try:
         turn.spawn(5)
         assert turn.started.wait(10), "the five streams did not all get their first token"
-        for sock in turn.served:
-            sock.sendall(REST)
-        delivered(turn.served)
+        turn.send_rest()
         wrote = time.perf_counter_ns()
         gevent.spawn_later(0, busy_for_20ms(worked))
         results = turn.results()

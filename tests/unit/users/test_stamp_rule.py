@@ -8,7 +8,7 @@ import pytest
 
 import locust_llm.users.pump as pump_module
 from locust_llm.metrics import Outcome
-from tests.unit.users.test_pump import REST, Turn, delivered, kernel_stamping  # noqa: F401  (a fixture)
+from tests.unit.users.test_pump import Turn, kernel_stamping  # noqa: F401  (a fixture)
 
 
 def watch_turns(cell, each):
@@ -72,9 +72,7 @@ def test_a_plain_read_takes_the_poll_s_return_unless_its_turn_follows_work(after
     try:
         turn.spawn(5)
         assert turn.started.wait(10), "the five streams did not all get their first token"
-        for sock in turn.served:
-            sock.sendall(REST)
-        delivered(turn.served)
+        turn.send_rest()
         results = turn.results()
     finally:
         turn.close()
