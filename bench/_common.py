@@ -91,6 +91,16 @@ def quantile(values: list[int], q: float) -> float:
     return values[min(len(values) - 1, int(q * len(values)))] / 1e6
 
 
+def chat_user_cmd(
+    locustfile: Path, url: str, model: str, streams: int, seconds: float, warmup_s: float, max_tokens: int, csv: str
+) -> list[str]:
+    """A headless locust-llm run of ``locustfile``'s users: ``streams`` users for one step of ``seconds`` against
+    ``url``'s ``model``, its CSVs at ``csv``."""
+    return [PY, "-m", "locust", "-f", str(locustfile), "--headless", "--host", url, "--model", model, "--steps",
+            str(streams), "--step-duration", f"{seconds}s", "--warmup", f"{warmup_s}s", "--max-tokens",
+            str(max_tokens), "--csv", csv, "--only-summary"]  # fmt: skip
+
+
 def cores() -> list[int]:
     return sorted(os.sched_getaffinity(0))
 

@@ -40,7 +40,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import PY, ROOT, cores, cpu_s, pinned, start_server, steal_s, stop, table
+from _common import PY, ROOT, chat_user_cmd, cores, cpu_s, pinned, start_server, steal_s, stop, table
 from _verdict import SERVER_BEHIND_PCT, always, cpu_ratio, difference, disturbed, judge, near
 
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
@@ -116,9 +116,7 @@ def run_generator(
     with tempfile.TemporaryDirectory() as tmp:
         if kind.startswith("locust-llm"):
             locustfile = "locustfile_sdk.py" if kind == "locust-llm-sdk" else "locustfile.py"
-            cmd = [PY, "-m", "locust", "-f", str(ROOT / locustfile), "--headless", "--host", url, "--model",
-                   "sim-llm", "--steps", str(streams), "--step-duration", f"{seconds}s", "--warmup", f"{WARMUP_S}s",
-                   "--max-tokens", str(MAX_TOKENS), "--csv", f"{tmp}/run", "--only-summary"]  # fmt: skip
+            cmd = chat_user_cmd(ROOT / locustfile, url, "sim-llm", streams, seconds, WARMUP_S, MAX_TOKENS, f"{tmp}/run")
             cmd += ["--ca-bundle", CA[origin]] if origin in CA else []
             cmd += ["--turns", kind.split("--turns ")[1]] if "--turns " in kind else []
         else:

@@ -9,8 +9,8 @@ pacing simulator (TTFT 200 ms, a token every 20 ms, ``--tokens`` per answer) on 
 does in the window, it does to both. For each pair it prints A's and B's CPU per token (user + system CPU from /proc
 over the steady window, divided by the tokens the simulator sent that model) and B / A, then the median and every
 pair's ratio. The models swap between pairs, and so does which starts first. Run A against itself
-(``--a HEAD --b HEAD``) to see the method's noise: on the project's 2-core VM (2026-12-03) two pairs gave 1.005 and
-1.018, against 0.914-0.935 for a change worth 8 %.
+(``--a HEAD --b HEAD``) to see the method's noise: on the project's 2-core VM (2026-12-03) four pairs gave 1.005-1.019,
+against 0.914-0.935 for a change worth 8 %.
 
 ``--a`` and ``--b``: a directory holding a checkout of locust-llm (``.``: this one, with its uncommitted changes), or a
 git revision of this repository, checked out into a temporary worktree that is removed at the end. Each generator
@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import PY, ROOT, cores, cpu_s, pinned, start_server, stop
+from _common import PY, ROOT, chat_user_cmd, cores, cpu_s, pinned, start_server, stop
 
 MODELS = ("sim-llm", "sim-b")
 STARTUP_S = 8.0
@@ -68,15 +68,15 @@ def tokens_by_model(origin: str) -> dict[str, int]:
 
 def generator(root: Path, url: str, model: str, streams: int, seconds: float, tokens: int, core: int, csv: str):
     """``ChatStreamUser`` from ``root`` against ``url``'s ``model``, pinned to ``core``."""
-    cmd = [PY, "-m", "locust", "-f", str(root / "locustfile.py"), "--headless", "--host", url, "--model", model,
-           "--steps", str(streams), "--step-duration", f"{seconds}s", "--warmup", "2s", "--max-tokens", str(tokens),
-           "--csv", csv, "--only-summary"]  # fmt: skip
+    cmd = chat_user_cmd(root / "locustfile.py", url, model, streams, seconds, 2.0, tokens, csv)
     env = {**os.environ, "PYTHONPATH": str(root)}
     return subprocess.Popen(pinned(cmd, core), cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def one_pair(a: Path, b: Path, index: int, args: argparse.Namespace, server_core: int, core: int) -> tuple[float, ...]:
-    """A's and B's CPU per token (µs) over one window in which both ran."""
+def one_pair(
+    a: Path, b: Path, index: int, args: argparse.Namespace, server_core: int, core: int
+) -> tuple[float, float, int, int]:
+    """A's and B's CPU per token (µs) over one window in which both ran, and the tokens each was sent in it."""
     proc, url = start_server(
         [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", "200", "--itl-ms", "20", "--capacity", "100000",
          "--context-tokens", "100000", "--add-model", MODELS[1]],

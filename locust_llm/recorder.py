@@ -142,15 +142,16 @@ class Recorder:
         model = result.model
         error = None if result.ok else LLMError(result.error)
         for method, values, length in self._rows(result):
+            failed = error if method == "E2E" else None  # a failure is reported on its E2E row
             if direct is None:
                 fire = self.events.request.fire
                 for ms in values:
                     fire(request_type=method, name=model, response_time=ms, response_length=length,
-                         exception=error if method == "E2E" else None, context={})  # fmt: skip
+                         exception=failed, context={})  # fmt: skip
             elif method == "ITL":
                 log_gaps(direct, method, model, values)
             else:
-                log_one(direct, method, model, values[0], length, error if method == "E2E" else None)
+                log_one(direct, method, model, values[0], length, failed)
 
     def _rows(self, result: RequestResult) -> list[tuple[str, list[float], int]]:
         """The Locust events of ``result``, in order, as ``(method, response times in ms, content length)``: ``TTFT``
