@@ -132,14 +132,26 @@ def shared_prefix(config: Any) -> dict[str, int]:
 
 
 def totals(run: LLMRun) -> dict[str, Any]:
-    """Every request the run recorded, all steps and phases (warm-up, steady, drain) together and by phase."""
+    """Every request the run recorded, all steps and phases (warm-up, steady, drain) together and by phase; with
+    open-loop arrivals, ``open_loop``: the arrivals, those dropped at the in-flight cap, those sent, the client
+    requests that ended (retries and fallbacks included, each counted once) and ``unended``, sent but never ended
+    (cancelled when the run stopped: 0 when the drain let every request finish)."""
     by_phase: dict[str, dict[str, int]] = {}
+    arrivals = dropped = ended = 0
     for key, stats in run.collector.results():
         phase = by_phase.setdefault(key.phase, {"requests": 0, "ok": 0})
         phase["requests"] += stats.counts["requests"]
         phase["ok"] += stats.counts["ok"]
-    return {"requests": sum(p["requests"] for p in by_phase.values()),
-            "ok": sum(p["ok"] for p in by_phase.values()), "by_phase": by_phase}  # fmt: skip
+        arrivals += stats.counts["arrivals"]
+        dropped += stats.counts["dropped"]
+        ended += stats.counts["client_requests"]
+    out: dict[str, Any] = {"requests": sum(p["requests"] for p in by_phase.values()),
+                           "ok": sum(p["ok"] for p in by_phase.values()), "by_phase": by_phase}  # fmt: skip
+    if arrivals:
+        sent = arrivals - dropped
+        out["open_loop"] = {"arrivals": arrivals, "dropped": dropped, "sent": sent, "ended": ended,
+                            "unended": sent - ended}  # fmt: skip
+    return out
 
 
 def without_credentials(url: str) -> str:

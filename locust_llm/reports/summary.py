@@ -179,6 +179,10 @@ def console_summary(summary: dict[str, Any]) -> str:
         lines.append("  INVALID RUN: " + "; ".join(summary["invalid_reasons"]) + " — do not trust the figures below")
     if (summary["run"].get("settings", {}).get("tls") or {}).get("insecure"):
         lines.append("  --insecure: the endpoint's TLS certificate and host name were NOT verified")
+    unended = ((summary["run"].get("totals") or {}).get("open_loop") or {}).get("unended")
+    if unended:
+        lines.append(f"  {unended} request(s) sent were still in flight when the run stopped and were cancelled, in no"
+                     " figure: --stop-timeout 60s lets them finish")  # fmt: skip
     search = summary.get("search")
     if search is not None:
         lines.append("  " + search_text(search))

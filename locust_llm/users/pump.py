@@ -295,12 +295,18 @@ def _read_watcher(sock: Any, hub: Any) -> tuple[Any, bool]:
 def _sleep(watcher: Any, waiter: Waiter, readable: Callable[[], None], made: bool) -> None:
     """Sleep in ``waiter`` while the hub runs ``readable`` whenever ``watcher``'s socket is readable; the watcher is
     stopped on every way out (a wake-up, an exception, the deadline, a Locust stop), and released unless it is the
-    socket's own (:func:`_read_watcher`)."""
+    socket's own (:func:`_read_watcher`).
+
+    Stopped only while it is still this wait's: at the end of a body the response returns its socket to the pool
+    inside the read callback, which stops the watcher and queues the wake-up, and before this greenlet resumes
+    another (an open-loop arrival) may take the socket and wait on its own watcher. Stopping that one would leave
+    the new request asleep with its answer in the socket (tests/unit/users/test_handover.py)."""
     watcher.start(readable)
     try:
         waiter.get()
     finally:
-        watcher.stop()
+        if watcher.callback is readable:
+            watcher.stop()
         if made:
             watcher.close()
 

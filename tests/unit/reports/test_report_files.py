@@ -53,6 +53,18 @@ def test_invalid_steps_make_an_invalid_run_that_says_so(prefix, tmp_path):
     assert console_summary(summary).splitlines()[1].startswith("  INVALID RUN: step 3")
 
 
+@pytest.mark.parametrize("unended", [0, 3])
+def test_requests_cancelled_at_the_stop_are_said(prefix, unended):
+    meta = json.loads(prefix.with_name("run_llm_run.json").read_text())
+    meta["totals"] = {"requests": 40, "ok": 40, "open_loop": {"arrivals": 50, "dropped": 7, "sent": 43,
+                                                              "ended": 43 - unended, "unended": unended}}  # fmt: skip
+    prefix.with_name("run_llm_run.json").write_text(json.dumps(meta))
+    text = console_summary(build_summary(load_run(prefix), Sla(), Prices()))
+    said = [line for line in text.splitlines() if "were cancelled" in line]
+    assert said == ([f"  {unended} request(s) sent were still in flight when the run stopped and were cancelled, in no"
+                     " figure: --stop-timeout 60s lets them finish"] if unended else [])  # fmt: skip
+
+
 def test_html_is_self_contained_and_never_holds_the_key(prefix):
     page = render_html(build_summary(load_run(prefix), Sla(ttft_p99_ms=500), Prices(1.0, 2.0)), [])
     assert "<script src=" not in page and "Plotly.newPlot" in page and "plotly.js" in page.lower()
