@@ -9,11 +9,15 @@ Users of a step are spawned within about a second (``|u_i - u_{i-1}|`` per secon
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["MAX_SPAWN_RATE", "Step", "StepPlan"]
+__all__ = ["MAX_SPAWN_RATE", "TICK_S", "Step", "StepPlan", "until_boundary"]
 
 MAX_SPAWN_RATE = 100.0
+
+TICK_S = 1.0
+"""How often Locust's shape worker asks the shape for its target (``Runner.shape_worker`` calls ``tick()``)."""
 
 
 @dataclass(frozen=True)
@@ -72,3 +76,24 @@ class StepPlan:
     def drain_rate(self) -> float:
         """Users per second that stop after the last step."""
         return min(MAX_SPAWN_RATE, float(max(self.steps)))
+
+
+def until_boundary(
+    end_s: float, run_time: Callable[[], float], sleep: Callable[[float], None], running: Callable[[], bool]
+) -> bool:
+    """Sleep until the run time ``end_s`` (a step's end) when it comes before the shape's next tick (:data:`TICK_S`
+    from now), so that the step changes on time rather than at that tick; False when the run stopped meanwhile
+    (``running()`` is false after a sleep). A boundary already past, or not before the next tick, is not waited for.
+    A sleep that ends a hair early is slept again (the boundary belongs to the next step), at most three times in all:
+    past that, the tick answers for the step in force, as it would have without waiting."""
+    left = end_s - run_time()
+    if not 0 < left < TICK_S:
+        return True
+    for _ in range(3):
+        sleep(left)
+        if not running():
+            return False
+        left = end_s - run_time()
+        if left <= 0:
+            break
+    return True

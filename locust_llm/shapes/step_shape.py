@@ -3,11 +3,15 @@ through ``--rates`` (one user per generator process then sends each step's arriv
 
 from __future__ import annotations
 
+from typing import cast
+
+import gevent
 from locust import LoadTestShape
+from locust.runners import STATE_INIT, STATE_RUNNING, STATE_SPAWNING
 
 from locust_llm.lifecycle import begin_run
 from locust_llm.run import LLMRun, llm_run
-from locust_llm.shapes.plan import MAX_SPAWN_RATE, StepPlan
+from locust_llm.shapes.plan import MAX_SPAWN_RATE, StepPlan, until_boundary
 from locust_llm.shapes.search_driver import SearchDriver
 
 __all__ = ["StepShape"]
@@ -22,6 +26,13 @@ class StepShape(LoadTestShape):
     stamped there and, in a distributed run, sent to the workers. After the last step the shape asks for 0 users
     once: with ``--stop-timeout`` the users finish the request they are in (filed as *drain*, outside every step)
     and the workers report them before the run quits.
+
+    **Steps change on time.** Locust calls ``tick()`` once a second, and the plan's clock starts after the preflight,
+    so a boundary fell just after a tick and was seen up to a second late: the first step ran that much longer than
+    ``--step-duration`` (a 2 s step, 0.5 s of it warm-up, had a 2.45 s steady window) and the run ended late. A tick
+    with a boundary due before the next one sleeps until it (:func:`until_boundary`) and answers for the new step;
+    Locust's own sleep is shortened by that time. If the run was stopped meanwhile, it answers what it answered
+    last, so that Locust starts nothing.
     """
 
     def __init__(self) -> None:
@@ -46,6 +57,10 @@ class StepShape(LoadTestShape):
         rates = config.rates
         plan = StepPlan(tuple(range(1, len(rates) + 1)) if rates else config.steps, config.step_duration_s)
         step = plan.step_at(self.get_run_time())
+        if step is not None and self._index is not None and step.index == self._index:
+            if not until_boundary(step.end_s, self.get_run_time, gevent.sleep, self._running):
+                return cast("tuple[int, float] | None", self.runner.shape_last_tick)  # stopped meanwhile: no change
+            step = plan.step_at(self.get_run_time())
         if step is None:
             run.end()
             if self._drained:
@@ -63,6 +78,10 @@ class StepShape(LoadTestShape):
             run.begin_step(step.index + 1, step.users, plan.step_duration_s)
         return step.users, plan.spawn_rate(step.index)
 
+    def _running(self) -> bool:
+        assert self.runner is not None
+        return self.runner.state in _RUNNING
+
     def _tick_search(self, run: LLMRun) -> tuple[int, float] | None:
         """``--search``: the probes' loads (:mod:`locust_llm.shapes.search_driver`), then the same drain."""
         assert self.runner is not None
@@ -77,3 +96,6 @@ class StepShape(LoadTestShape):
             return None
         self._drained = True
         return 0, MAX_SPAWN_RATE
+
+
+_RUNNING = (STATE_INIT, STATE_SPAWNING, STATE_RUNNING)  # the states in which Locust's shape worker goes on ticking

@@ -1,5 +1,7 @@
 """A short headless sweep against the embedded simulator, checked against the simulator's known TTFT/ITL."""
 
+import itertools
+
 import pytest
 
 from tests.support.procs import read_csv, run_locust
@@ -58,6 +60,19 @@ def test_per_step_numbers_match_the_simulator_truth(sweep):
         assert int(row["completion_tokens"]) == int(row["ok"]) * MAX_TOKENS
     assert "locust-llm per-step results" in proc.stdout
     assert "TTFT p99 ms" in proc.stdout
+
+
+def test_each_step_lasts_the_step_duration_asked_for(sweep):
+    """Locust ticks the shape once a second, and the steps' clock starts after the preflight: a boundary was seen up
+    to a second late, and the first step's steady window was that much longer (StepShape: steps change on time).
+    Allowed: a stall of the shared machine as the shape wakes, well under the second it was late by."""
+    _, out = sweep
+    rows = read_csv(out / "run_llm_steps.csv")
+    for row in rows:
+        asked = 5.0 - float(row["warmup_s"])
+        assert asked - 0.05 <= float(row["duration_s"]) <= asked + 0.4, row
+    starts = [float(r["start_s"]) - float(r["warmup_s"]) for r in rows]
+    assert [round(b - a, 1) for a, b in itertools.pairwise(starts)] == [5.0, 5.0], starts
 
 
 def test_notebook_api_reads_the_runs_csv_with_proper_dtypes(sweep):
