@@ -23,9 +23,10 @@ class StepShape(LoadTestShape):
     ``tick()`` runs on the master (or the single process) only. The first tick of a run begins it
     (:func:`locust_llm.lifecycle.begin_run`: a fresh recording, and the preflight request, whose systematic failure
     ends the run there, before any load). Each step change is
-    stamped there and, in a distributed run, sent to the workers. After the last step the shape asks for 0 users
+    stamped there and, in a distributed run, sent to the workers. After the last step a master asks for 0 users
     once: with ``--stop-timeout`` the users finish the request they are in (filed as *drain*, outside every step)
-    and the workers report them before the run quits.
+    and the workers report them before the run quits. A single process stops at once (``None``): Locust's stop does
+    the same for its users, ``--stop-timeout`` included, without the tick's second.
 
     **Steps change on time.** Locust calls ``tick()`` once a second, and the plan's clock starts after the preflight,
     so a boundary fell just after a tick and was seen up to a second late: the first step ran that much longer than
@@ -63,7 +64,7 @@ class StepShape(LoadTestShape):
             step = plan.step_at(self.get_run_time())
         if step is None:
             run.end()
-            if self._drained:
+            if self._drained or run.role != "master":
                 return None
             self._drained = True
             return 0, plan.drain_rate
@@ -92,7 +93,7 @@ class StepShape(LoadTestShape):
         if target is not None:
             return target
         run.end()
-        if self._drained:
+        if self._drained or run.role != "master":
             return None
         self._drained = True
         return 0, MAX_SPAWN_RATE
