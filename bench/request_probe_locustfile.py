@@ -5,7 +5,10 @@ the time its own greenlet ran between its call and its return, so a wait inside 
 body, Locust's pause between tasks) counts nothing. Calls that return in the first ``REQUEST_PROBE_SKIP_S`` seconds
 (start-up and warm-up) are left out. At the end of the test it appends, to ``REQUEST_PROBE_OUT``, one line per
 function: its µs per request (divided by the task's calls) and its calls per request. The hook adds a little to
-every figure. For example, against a pacing simulator on another core::
+every figure (each probed call about 1-2 µs, so the finer split below adds some tens of µs per request). With
+``REQUEST_PROBE_FINE=1`` it also times the pieces inside those steps: the pool's ``get_socket`` and
+``return_socket``, the attempt's set-up, the pump's waits, the collector and the workload. For example, against a
+pacing simulator on another core::
 
     REQUEST_PROBE_OUT=/tmp/probe.txt taskset -c 1 python -m locust -f bench/request_probe_locustfile.py --headless \\
         --host http://127.0.0.1:PORT/v1 --model sim-llm --steps 256 --step-duration 30s --warmup 5s \\
@@ -99,6 +102,33 @@ _probe(recorder_module.Recorder, "record", "Recorder.record")
 _probe(recorder_module.Recorder, "flush", "Recorder.flush (Locust's rows)")
 _probe(recorder_module.Recorder, "record_client", "Recorder.record_client")
 _probe(collector_module.Collector, "_file_pending", "Collector._file_pending (per-step histograms)")
+if os.environ.get("REQUEST_PROBE_FINE") == "1":  # the pieces inside the steps above (module docstring)
+    import geventhttpclient.connectionpool as pool_module
+
+    import locust_llm.failfast as failfast_module
+    import locust_llm.users.chat as chat_module
+    import locust_llm.users.chunked as chunked_module
+    import locust_llm.workload.prompts as prompts_module
+
+    _probe(prompts_module.Workload, "body", "Workload.body")
+    _probe(prompts_module.Workload, "messages", "Workload.messages")
+    _probe(stream_module, "run_stream", "stream.run_stream", chat_module)
+    _probe(pool_module.ConnectionPool, "get_socket", "pool.get_socket")
+    _probe(pool_module.ConnectionPool, "return_socket", "pool.return_socket")
+    _probe(head_module.StreamResponse, "__init__", "StreamResponse.__init__")
+    _probe(attempt_module.Attempt, "__init__", "Attempt.__init__")
+    _probe(attempt_module.Attempt, "__enter__", "Attempt.__enter__")
+    _probe(attempt_module.Attempt, "check_not_empty", "Attempt.check_not_empty")
+    _probe(collector_module.Collector, "record", "Collector.record")
+    _probe(failfast_module.FailFast, "feed", "FailFast.feed")
+    _probe(flow_module.Flow, "_route", "Flow._route")
+    _probe(flow_module.Flow, "_wait_turn", "Flow._wait_turn")
+    _probe(pump_module, "turn_cell", "pump.turn_cell", wire_module, stream_module)
+    _probe(pump_module, "_sleep", "pump._sleep")
+    _probe(pump_module, "wait_readable", "pump.wait_readable", wire_module)
+    _probe(chunked_module.Unchunker, "__init__", "Unchunker.__init__")
+    _probe(wire_module, "_head", "wire._head")
+    _probe(stream_module, "_read_rest", "stream._read_rest")
 
 
 @events.quitting.add_listener
