@@ -58,16 +58,12 @@ class StepShape(LoadTestShape):
         rates = config.rates
         plan = StepPlan(tuple(range(1, len(rates) + 1)) if rates else config.steps, config.step_duration_s)
         step = plan.step_at(self.get_run_time())
-        if step is not None and self._index is not None and step.index == self._index:
+        if step is not None and step.index == self._index:  # a step already begun: its end may be due first
             if not until_boundary(step.end_s, self.get_run_time, gevent.sleep, self._running):
                 return cast("tuple[int, float] | None", self.runner.shape_last_tick)  # stopped meanwhile: no change
             step = plan.step_at(self.get_run_time())
         if step is None:
-            run.end()
-            if self._drained or run.role != "master":
-                return None
-            self._drained = True
-            return 0, plan.drain_rate
+            return self._end(run, plan.drain_rate)
         if rates:  # open loop: one user per generator process sends the step's arrivals
             processes = getattr(self.runner, "worker_count", 0) or 1
             if step.index != self._index:
@@ -92,11 +88,16 @@ class StepShape(LoadTestShape):
         target = self._search.tick(self.get_run_time())
         if target is not None:
             return target
+        return self._end(run, MAX_SPAWN_RATE)
+
+    def _end(self, run: LLMRun, drain_rate: float) -> tuple[int, float] | None:
+        """The plan is over: the run ends; a master asks for 0 users once (at ``drain_rate`` users per second), then
+        stops; a single process stops at once (class docstring)."""
         run.end()
         if self._drained or run.role != "master":
             return None
         self._drained = True
-        return 0, MAX_SPAWN_RATE
+        return 0, drain_rate
 
 
 _RUNNING = (STATE_INIT, STATE_SPAWNING, STATE_RUNNING)  # the states in which Locust's shape worker goes on ticking
