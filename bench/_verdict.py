@@ -18,6 +18,12 @@ form a pair. Rules (each a pure function, tested in ``tests/unit/test_bench_verd
   server stamps the request only when it reads it. ITL has no such part.
 - **The verdict.** ``met`` when every pair judged meets the goal, ``NOT met`` when none does, ``UNSURE`` when the
   pairs disagree (the machine's noise is larger than the margin) or when no pair is left to judge.
+- **Per request and per token** (:func:`split_cost`). Run at two answer lengths or more (``--max-tokens 64,256``),
+  a generator's CPU per token is ``a + b / T`` for ``T`` tokens per answer: ``a`` what each token costs (its read),
+  ``b`` what each request costs beyond its tokens (the user's work, the request, its head and the stream's first and
+  last reads, the recording), fitted by least squares over the median of each length's undisturbed runs. What tells
+  the two apart is how the cost moves with ``T``, so the lengths should be far apart (4x), and the fit is given only
+  when at least two lengths were measured.
 - **One pair** decides only outside the noise of a single run (``alone_unsure``, marked "one pair"): single runs on
   a shared machine vary by 10-20 %, and on 2026-12-01 two single runs of the same code at 256 streams gave a CPU
   ratio of 1.48 ("met") and 1.63 ("NOT met"), and TTFT p99 errors 0.00 and +4.35 ms above the floor's. So a CPU
@@ -43,6 +49,7 @@ __all__ = [
     "judge",
     "near",
     "pairs",
+    "split_cost",
 ]
 
 SINGLE_RUN_NOISE = 0.2
@@ -165,3 +172,23 @@ def difference(name: str) -> Callable[[Row, Row], float | None]:
         return None
 
     return value
+
+
+def split_cost(runs: Sequence[Row]) -> tuple[float, float] | None:
+    """``(µs per token, µs per request)`` of one generator's ``runs`` (rows with ``tokens`` per answer and
+    ``us_per_token``) by the module docstring's rule; None when fewer than two answer lengths have an undisturbed
+    run."""
+    by_length: dict[int, list[float]] = {}
+    for row in runs:
+        us, tokens = row.get("us_per_token"), row.get("tokens")
+        if isinstance(us, int | float) and isinstance(tokens, int) and tokens > 0 and not disturbed(row):
+            by_length.setdefault(tokens, []).append(float(us))
+    if len(by_length) < 2:
+        return None
+    xs = [1.0 / tokens for tokens in by_length]
+    ys = [statistics.median(values) for values in by_length.values()]
+    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
+    per_request = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
+        (x - mean_x) ** 2 for x in xs
+    )
+    return mean_y - per_request * mean_x, per_request

@@ -1,6 +1,7 @@
 """Generator accuracy and cost: locust-llm's user vs a minimal asyncio + aiohttp client, on one core.
 
-    python bench/generator.py [--streams 128,256,512] [--seconds 25] [--tls] [--turns 4] [--repeat 3]
+    python bench/generator.py [--streams 128,256,512] [--seconds 25] [--max-tokens 64[,256]] [--tls] [--turns 4]
+                              [--repeat 3]
 
 A pacing server with known TTFT (200 ms) and ITL (20 ms) — the simulator's pacing engine — runs on one core; the
 generator under test runs alone on the other. For each stream count it prints, side by side from one run, the
@@ -24,6 +25,9 @@ CPU is read from /proc over the steady window (after the warm-up). With
 the cost of decrypting every token record shows against plain HTTP and against the reference over TLS. With
 ``--turns N`` locust-llm also runs as conversations of N turns (each resending the history, the reply kept from
 the stream): its CPU per token against the single-turn run's, from the same run (goal <= 1.05).
+With two answer lengths or more (``--max-tokens 64,256``) every generator runs at each, the goals are judged at
+each, and each generator's CPU is split into what a token costs and what a request costs beyond its tokens
+(bench/_verdict.py ``split_cost``): where a gap to the floor comes from.
 """
 
 from __future__ import annotations
@@ -41,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from _common import PY, ROOT, chat_user_cmd, cores, cpu_s, pinned, start_server, steal_s, stop, table
-from _verdict import SERVER_BEHIND_PCT, always, cpu_ratio, difference, disturbed, judge, near
+from _verdict import SERVER_BEHIND_PCT, always, cpu_ratio, difference, disturbed, judge, near, split_cost
 
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
 TURNS_GOAL = 1.05
@@ -110,18 +114,24 @@ def measure(
 
 
 def run_generator(
-    kind: str, url: str, streams: int, seconds: float, core: int | None, server_core: int | None = None
+    kind: str,
+    url: str,
+    streams: int,
+    seconds: float,
+    core: int | None,
+    server_core: int | None = None,
+    max_tokens: int = MAX_TOKENS,
 ) -> dict:
     origin = url.rsplit("/v1", 1)[0]
     with tempfile.TemporaryDirectory() as tmp:
         if kind.startswith("locust-llm"):
             locustfile = "locustfile_sdk.py" if kind == "locust-llm-sdk" else "locustfile.py"
-            cmd = chat_user_cmd(ROOT / locustfile, url, "sim-llm", streams, seconds, WARMUP_S, MAX_TOKENS, f"{tmp}/run")
+            cmd = chat_user_cmd(ROOT / locustfile, url, "sim-llm", streams, seconds, WARMUP_S, max_tokens, f"{tmp}/run")
             cmd += ["--ca-bundle", CA[origin]] if origin in CA else []
             cmd += ["--turns", kind.split("--turns ")[1]] if "--turns " in kind else []
         else:
             client = {"aiohttp": "aiohttp_client.py", "raw-gevent": "raw_gevent_client.py"}.get(kind, "raw_client.py")
-            cmd = [PY, str(ROOT / "bench" / client), url, "sim-llm", str(streams), str(MAX_TOKENS),
+            cmd = [PY, str(ROOT / "bench" / client), url, "sim-llm", str(streams), str(max_tokens),
                    str(seconds), str(WARMUP_S), *([CA[origin]] if origin in CA else [])]  # fmt: skip
             cmd += ["asyncio"] if kind == "raw-asyncio" else []
         reference = kind in ("aiohttp", *FLOORS)
@@ -133,6 +143,7 @@ def run_generator(
     return {
         "generator": kind + (" (TLS)" if origin in CA else ""),
         "streams": streams,
+        "tokens": max_tokens,
         "ttft_p50_err_ms": round(float(row["ttft_p50_ms"]) - TTFT_MS, 2),
         "ttft_p99_err_ms": round(float(row["ttft_p99_ms"]) - TTFT_MS, 2),
         # from the intended start (the reference client has no such notion: its own TTFT)
@@ -165,9 +176,10 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=25.0, help="Run time per measurement (default: 25).")
     parser.add_argument(
         "--max-tokens",
-        type=int,
-        default=MAX_TOKENS,
-        help=f"Tokens per response (default: {MAX_TOKENS}); more tokens spread each request's fixed cost thinner.",
+        default=str(MAX_TOKENS),
+        help=f"Tokens per response (default: {MAX_TOKENS}); more tokens spread each request's fixed cost thinner. "
+        "Several, comma-separated (64,256): every generator runs at each, and its CPU is split into a cost per token "
+        "and a cost per request.",
     )
     parser.add_argument(
         "--generators",
@@ -199,9 +211,9 @@ def main() -> None:
     args = parser.parse_args()
     if args.turns is not None and args.turns < 2:
         parser.error(f"--turns must be an integer >= 2, got {args.turns}")
-    if args.max_tokens < 2:
-        parser.error(f"--max-tokens must be an integer >= 2, got {args.max_tokens}")
-    globals()["MAX_TOKENS"] = args.max_tokens
+    lengths = _lengths(args.max_tokens)
+    if lengths is None:
+        parser.error(f"--max-tokens must be integers >= 2, comma-separated, none twice; got {args.max_tokens!r}")
     if args.repeat < 1:
         parser.error(f"--repeat must be an integer >= 1, got {args.repeat}")
     generators = args.generators.split(",") + ([f"locust-llm --turns {args.turns}"] if args.turns else [])
@@ -210,20 +222,67 @@ def main() -> None:
     rows = []
     for streams in (int(s) for s in args.streams.split(",")):
         for _ in range(args.repeat):
-            for tls in (False, True) if args.tls else (False,):
-                for kind in generators:
-                    if kind in FLOORS and tls:
-                        continue  # the floor speaks plain HTTP only
-                    rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core))
+            for tokens in lengths:
+                for tls in (False, True) if args.tls else (False,):
+                    for kind in generators:
+                        if kind in FLOORS and tls:
+                            continue  # the floor speaks plain HTTP only
+                        rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core, tokens))
     print(table(rows))
     print()
-    for line in verdicts(rows):
+    for line in verdicts(rows) + split_lines(rows, min(lengths)):
         print(line)
+
+
+def _lengths(text: str) -> list[int] | None:
+    """The answer lengths of ``--max-tokens`` (module docstring), or None when one is not an integer >= 2 or one is
+    given twice."""
+    try:
+        lengths = [int(part) for part in text.split(",")]
+    except ValueError:
+        return None
+    return lengths if all(n >= 2 for n in lengths) and len(set(lengths)) == len(lengths) else None
+
+
+def split_lines(rows: list[dict], at_tokens: int = MAX_TOKENS) -> list[str]:
+    """Per stream count, each generator's CPU split into a cost per token and per request (bench/_verdict.py
+    ``split_cost``), and locust-llm's gap to each floor split the same way, its part per request also per token at
+    ``at_tokens`` tokens per answer; nothing with one answer length."""
+    runs: dict[tuple[str, int], list[dict]] = {}
+    for row in rows:
+        runs.setdefault((row["generator"], row["streams"]), []).append(row)
+    costs = {key: cost for key, group in runs.items() if (cost := split_cost(group)) is not None}
+    lengths = ", ".join(str(n) for n in sorted({row["tokens"] for row in rows if isinstance(row.get("tokens"), int)}))
+    lines = [
+        f"{streams:>4} streams: {kind} costs {per_token:.1f} us per token + {per_request:.0f} us per request "
+        f"(fitted over {lengths} tokens per answer)"
+        for (kind, streams), (per_token, per_request) in costs.items()
+    ]
+    for (kind, streams), (per_token, per_request) in costs.items():
+        if kind.startswith(("aiohttp", "raw")):
+            continue
+        for floor in FLOORS:
+            base = costs.get((floor, streams))
+            if base is None:
+                continue
+            token_gap, request_gap = per_token - base[0], per_request - base[1]
+            lines.append(
+                f"{streams:>4} streams: {kind} minus {floor}: {token_gap:+.1f} us per token, {request_gap:+.0f} us per "
+                f"request ({request_gap / at_tokens:+.1f} us per token at {at_tokens} tokens per answer)"
+            )
+    return lines
 
 
 def verdicts(rows: list[dict]) -> list[str]:
     """The goal lines: each comparison over the runs paired by repeat, judged by bench/_verdict.py (met, NOT met or
     UNSURE; a run whose pacing server fell behind is left out)."""
+    lengths = sorted({row.get("tokens") for row in rows}, key=lambda n: n or 0)
+    if len(lengths) > 1:  # each answer length judged on its own
+        return [
+            line.replace(" streams: ", f" streams, {n} tokens: ", 1)
+            for n in lengths
+            for line in verdicts([row for row in rows if row.get("tokens") == n])
+        ]
     runs: dict[tuple[str, int], list[dict]] = {}
     for row in rows:
         runs.setdefault((row["generator"], row["streams"]), []).append(row)
@@ -265,7 +324,15 @@ def verdicts(rows: list[dict]) -> list[str]:
     return lines
 
 
-def _one(kind: str, streams: int, tls: bool, seconds: float, server_core: int | None, gen_core: int | None) -> dict:
+def _one(
+    kind: str,
+    streams: int,
+    tls: bool,
+    seconds: float,
+    server_core: int | None,
+    gen_core: int | None,
+    max_tokens: int = MAX_TOKENS,
+) -> dict:
     """One generator against a fresh pacing server (HTTPS with its own CA when ``tls``)."""
     certs = tempfile.mkdtemp(prefix="bench-tls-")
     proc, url = start_server(
@@ -276,8 +343,9 @@ def _one(kind: str, streams: int, tls: bool, seconds: float, server_core: int | 
     if tls:
         CA[url.rsplit("/v1", 1)[0]] = f"{certs}/sim-ca.pem"
     try:
-        print(f"  {kind} at {streams} streams{' over TLS' if tls else ''} ...", file=sys.stderr, flush=True)
-        return run_generator(kind, url, streams, seconds, gen_core, server_core)
+        print(f"  {kind} at {streams} streams, {max_tokens} tokens{' over TLS' if tls else ''} ...", file=sys.stderr,
+              flush=True)  # fmt: skip
+        return run_generator(kind, url, streams, seconds, gen_core, server_core, max_tokens)
     finally:
         stop(proc)
         shutil.rmtree(certs, ignore_errors=True)

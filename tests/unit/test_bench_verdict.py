@@ -174,3 +174,48 @@ def test_the_ideal_writer_writes_centred_on_each_steps_end():
     assert 0 < ideal.floor_us < 10_000
     assert 0 <= ideal.late_p50_ms < 2.0
     assert ideal.late_p50_ms <= ideal.late_p99_ms
+
+
+def at_length(generator: str, tokens: int, per_token: float, per_request: float, **kw):
+    return {**run(generator, per_token + per_request / tokens, streams=256, **kw), "tokens": tokens}
+
+
+def test_the_cost_is_split_into_a_token_part_and_a_request_part():
+    from _verdict import split_cost
+
+    ours = [at_length("locust-llm", n, 19.0, 530.0) for n in (64, 256, 64, 256)]
+    per_token, per_request = split_cost(ours)
+    assert per_token == pytest.approx(19.0) and per_request == pytest.approx(530.0)
+    three = [at_length("raw", n, 16.0, 40.0) for n in (32, 64, 256)]  # least squares through three exact points
+    assert split_cost(three) == pytest.approx((16.0, 40.0))
+    noisy = [*ours, {**at_length("locust-llm", 64, 19.0, 530.0), "us_per_token": 99.0}]  # a third run at 64: median
+    assert split_cost(noisy) == pytest.approx((19.0, 530.0))
+
+
+def test_no_split_without_two_answer_lengths_of_undisturbed_runs():
+    from _verdict import split_cost
+
+    assert split_cost([at_length("raw", 64, 16.0, 40.0)] * 3) is None
+    behind = at_length("raw", 256, 16.0, 40.0, behind=SERVER_BEHIND_PCT + 1)
+    assert split_cost([at_length("raw", 64, 16.0, 40.0), behind]) is None  # the 256-token run fell behind
+
+
+def test_the_gap_to_the_floor_is_split_and_each_length_is_judged_alone():
+    from generator import FLOORS, _lengths, split_lines
+
+    rows = [at_length("locust-llm", n, 19.0, 530.0) for n in (64, 256)]
+    rows += [at_length("raw", n, 18.0, 40.0) for n in (64, 256)]
+    lines = split_lines(rows, 64)
+    assert lines_about(lines, "locust-llm costs 19.0 us per token + 530 us per request", "64, 256 tokens")
+    assert lines_about(lines, "locust-llm minus raw: +1.0 us per token, +490 us per request (+7.7 us per token at 64")
+    assert not lines_about(lines, "raw minus") and "raw-gevent" not in "".join(lines)  # no floor run: no gap to it
+    assert "raw-gevent" in FLOORS
+    rows = [at_length("locust-llm", n, 14.0, 1500.0) for n in (64, 256)] + rows[2:]
+    judged = verdicts(rows)
+    ratio_64, ratio_256 = (14 + 1500 / 64) / (18 + 40 / 64), (14 + 1500 / 256) / (18 + 40 / 256)
+    assert ratio_64 > CPU_GOAL * 1.2 > CPU_GOAL > ratio_256 * 1.2  # each decides alone (one pair, outside the noise)
+    assert lines_about(judged, "256 streams, 64 tokens: CPU per token locust-llm / raw", "NOT met")
+    assert lines_about(judged, "256 streams, 256 tokens: CPU per token locust-llm / raw", "met)")
+    assert split_lines(rows[:1] + rows[2:3], 64) == []  # one answer length: no split
+    assert _lengths("64,256") == [64, 256] and _lengths("64") == [64]
+    assert _lengths("64,x") is None and _lengths("1") is None and _lengths("64,64") is None
