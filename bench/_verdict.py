@@ -185,10 +185,7 @@ def split_cost(runs: Sequence[Row]) -> tuple[float, float] | None:
             by_length.setdefault(tokens, []).append(float(us))
     if len(by_length) < 2:
         return None
-    xs = [1.0 / tokens for tokens in by_length]
-    ys = [statistics.median(values) for values in by_length.values()]
-    mean_x, mean_y = statistics.fmean(xs), statistics.fmean(ys)
-    per_request = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True)) / sum(
-        (x - mean_x) ** 2 for x in xs
+    per_request, per_token = statistics.linear_regression(
+        [1.0 / tokens for tokens in by_length], [statistics.median(values) for values in by_length.values()]
     )
-    return mean_y - per_request * mean_x, per_request
+    return per_token, per_request
