@@ -35,7 +35,7 @@ from typing import Any
 
 from geventhttpclient.response import HTTPSocketPoolResponse
 
-__all__ = ["StreamResponse", "plain_head"]
+__all__ = ["HEADS_KEPT", "StreamResponse", "plain_head"]
 
 _HEAD = re.compile(
     rb"HTTP/1\.1 200 ([\x20-\x7e]*)\r\n((?:[!#$%&'*+\-.^_`|~0-9A-Za-z]+:[\t\x20-\x7e]*\r\n)*)\r\n",
@@ -50,9 +50,31 @@ Fields = dict[str, str | list[str]]
 """A head's headers by lower-case name: the value, or the list of values of a repeated header."""
 
 
+HEADS_KEPT = 64
+"""Heads whose reading :func:`plain_head` keeps: a server sends the same head to every request but for its ``Date``,
+which changes once a second."""
+
+_KEPT: dict[bytes, tuple[str, Fields] | None] = {}
+
+
 def plain_head(head: bytes) -> tuple[str, Fields] | None:
     """The reason phrase and headers of ``head`` (a response head up to its blank line) when it is plain (module
-    docstring), else ``None``."""
+    docstring), else ``None``. The reading of each of the last :data:`HEADS_KEPT` distinct heads is kept and given
+    again for the same bytes (its headers are shared: read, never changed); reading one costs a regular expression
+    and a split and a dictionary per header, run cold once per request."""
+    try:
+        return _KEPT[head]
+    except KeyError:
+        pass
+    plain = _read(head)
+    if len(_KEPT) >= HEADS_KEPT:
+        del _KEPT[next(iter(_KEPT))]  # the oldest
+    _KEPT[head] = plain
+    return plain
+
+
+def _read(head: bytes) -> tuple[str, Fields] | None:
+    """:func:`plain_head`, read afresh."""
     m = _HEAD.fullmatch(head)
     if m is None:
         return None
@@ -109,7 +131,9 @@ class StreamResponse:
         if self._parser is not None:
             return self._parser.get(key, default)
         value = self._fields.get(key.lower())
-        return default if value is None else value
+        if value is None:
+            return default
+        return list(value) if isinstance(value, list) else value  # the headers are shared (plain_head): a copy
 
     def feed(self, data: bytes) -> None:
         self._parsed().feed(data)

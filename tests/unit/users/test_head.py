@@ -212,3 +212,26 @@ def test_after_the_end_lines_left_are_read_and_a_parser_built_late_has_no_connec
     assert response.readline(b"\n") == b"" and response._parser is None  # no separator left: as the parser's
     assert response.read() == b"rest" and response._parser is not None and response._sock is None
     assert response.message_complete and pool.returned == [sock] and not pool.released
+
+
+def test_a_head_read_before_is_given_its_kept_reading_and_the_kept_heads_are_bounded():
+    from locust_llm.users import head as head_module
+
+    head_module._KEPT.clear()
+    first = plain_head(HEAD)
+    assert plain_head(bytes(HEAD)) is first  # the same bytes: the kept reading, not a new one
+    assert first == head_module._read(HEAD)
+    assert plain_head(HEAD.replace(b"X-Id: a", b"X-Id: b")) is not first  # other bytes: read afresh
+    others = [HEAD.replace(b"X-Id: a", b"X-Id: %d" % i) for i in range(head_module.HEADS_KEPT + 5)]
+    for head in others:
+        assert plain_head(head) == head_module._read(head)
+    assert len(head_module._KEPT) == head_module.HEADS_KEPT
+    assert HEAD not in head_module._KEPT and others[-1] in head_module._KEPT  # the oldest went first
+    assert plain_head(b"HTTP/1.1 500 Oops\r\n\r\n") is None and plain_head(b"HTTP/1.1 500 Oops\r\n\r\n") is None
+
+
+def test_responses_sharing_a_kept_reading_do_not_share_a_repeated_headers_list():
+    head = HEAD.replace(b"X-Id: a\r\n", b"Set-Cookie: a\r\nSet-Cookie: b\r\n")
+    one, two = ours(head), ours(head)
+    one.get("set-cookie").append("c")
+    assert two.get("set-cookie") == ["a", "b"] == parsed(head).get("set-cookie")
