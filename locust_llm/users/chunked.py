@@ -29,10 +29,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["CHUNK_LIMIT", "Unchunker"]
+__all__ = ["CHUNK_LIMIT", "SIZES", "SIZE_LINES", "Unchunker"]
 
 CHUNK_LIMIT = 1 << 20
 """A chunk larger than this is left to the parser (its bytes would otherwise be held until it is complete)."""
+
+SIZES = 4096
+SIZE_LINES = tuple(b"%x\r" % size for size in range(SIZES))
+"""``SIZE_LINES[n]``: how a chunk of ``n`` bytes (fewer than :data:`SIZES`) starts, its size in lower-case hex
+without leading zeros, up to the ``\r`` of its line: the pump's usual read (:mod:`.pump`) looks its size line up
+here instead of formatting one per token."""
 
 _SIZE = re.compile(rb"([0-9a-fA-F]{1,16})\r\n")
 _PARTIAL_SIZE = re.compile(rb"[0-9a-fA-F]{0,16}\r?")

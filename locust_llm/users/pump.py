@@ -13,7 +13,8 @@ runs in place when the socket is readable, like an asyncio ``Protocol.data_recei
    :class:`Tokens`, which is what ``on_data`` does with that event. It is tried only in a state where the event
    means that and nothing else (:func:`_usual`): nothing buffered, the decoder between events, the unframing at a
    chunk boundary (:class:`~locust_llm.users.chunked.Unchunker`, so the response's parser has seen only the head),
-   ``[DONE]`` not yet seen; and a size in upper case or with leading zeros is simply not the usual read;
+   ``[DONE]`` not yet seen; and a size in upper case, with leading zeros or of 4096 bytes or more
+   (:data:`~locust_llm.users.chunked.SIZE_LINES`) is simply not the usual read;
 3. anything else has its chunked framing taken off, by :class:`~locust_llm.users.chunked.Unchunker` when the
    response's parser has seen only the head (:func:`locust_llm.users.wire.post`), else by ``response.feed``
    (geventhttpclient's C parser), into the body buffer, where every complete line is decoded as SSE, each event's
@@ -98,7 +99,7 @@ import gevent._socket3
 from gevent.hub import Waiter, get_hub
 
 from locust_llm.sse import SSEDecoder, TokenShape, is_content_literal
-from locust_llm.users.chunked import Unchunker
+from locust_llm.users.chunked import SIZE_LINES, SIZES, Unchunker
 from locust_llm.users.stamps import CMSG_BYTES, kernel_stamps, received_ns
 
 __all__ = ["RECV_BYTES", "Tokens", "decode_events", "pump", "pumpable", "turn_cell", "wait_readable"]
@@ -200,9 +201,9 @@ def pump(
             if head:  # the usual read (step 2): <hex>\r\n, head, a non-empty JSON string literal, tail
                 i = data.find(b"\r", 1, 18)
                 n = len(data)
-                if i > 0 and data.startswith(head, i) and data.endswith(tail) and data[:i] == b"%x" % (n - i - 4):
-                    literal = data[i + len(head) : n - len(tail)]
-                    if is_content_literal(literal):
+                if i > 0 and data.startswith(head, i) and data.endswith(tail) and (size := n - i - 4) < SIZES:
+                    literal = data[i + len(head) : n - len(tail)]  # size > 0: the head is 8 bytes or more
+                    if data.startswith(SIZE_LINES[size]) and is_content_literal(literal):
                         token_ns.append(now)  # type: ignore[union-attr]  # head is set only with tokens
                         if slices is not None:
                             slices.append(literal)

@@ -354,6 +354,8 @@ LOOKS_FRAMED = [frame(token("a") + INNER)[: -len(INNER) - 2], INNER + b"\r\n"]  
         pytest.param(frame(token("a")), 1, id="usual"),
         pytest.param(upper(token("a")), 1, id="upper-case size"),
         pytest.param(b"00" + frame(token("a")), 1, id="zero-padded size"),
+        pytest.param(frame(token("a" * 4000)), 1, id="a chunk of 4095 bytes or less"),
+        pytest.param(frame(token("a" * 5000)), 1, id="a chunk of 4096 bytes or more"),
         pytest.param(frame(token("a")).replace(b"\r\n", b";x=1\r\n", 1), 1, id="chunk extension"),
         pytest.param(frame(token("")), 0, id="empty content"),
         pytest.param(frame(token('h\u00e9\n"\\ \u2603')), 1, id="escapes and non-ASCII"),
@@ -398,6 +400,21 @@ def test_the_usual_read_is_taken_in_one_step_and_tokens_after_done_are_ignored(m
         result.outcome is Outcome.OK and result.reply == "Helo" and result.token_ns == [3 * 10**6, 4 * 10**6, 5 * 10**6]
     )
     assert taken == [b'"l"', b'"o"']  # the first token teaches; after [DONE] nothing is tried
+
+
+@pytest.mark.parametrize("size, usual", [(4095, True), (4096, False), (0x1000 + 7, False)])
+def test_a_chunk_of_4096_bytes_or_more_is_not_the_usual_read_and_still_gives_its_token(monkeypatch, size, usual):
+    import locust_llm.users.pump as pump_module
+
+    taken = []
+    real = pump_module.is_content_literal
+    monkeypatch.setattr(pump_module, "is_content_literal", lambda literal: taken.append(literal) or real(literal))
+    text = "b" * (size - len(token("")))  # a chunk of exactly `size` bytes
+    chunk = frame(token(text))
+    assert chunk.startswith(b"%x\r\n" % size) and len(chunk) == len(b"%x" % size) + 4 + size
+    result = shipped(timed([*LEARNED, chunk, *AFTER]), monkeypatch)
+    assert result.outcome is Outcome.OK and result.reply == "He" + text + "lo" and len(result.token_ns) == 3
+    assert (len(taken) == 2) is usual  # the token and "lo", or "lo" alone
 
 
 # -- the order of work in one turn of the event loop ---------------------------------------------------------------
