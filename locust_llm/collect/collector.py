@@ -39,7 +39,7 @@ from locust_llm.sla import Prices
 
 __all__ = ["PENDING_LIMIT", "Collector"]
 
-PENDING_LIMIT = 32  # results recorded before they are filed together (Collector.record)
+PENDING_LIMIT = 128  # results recorded before they are filed together (Collector.record)
 
 logger = logging.getLogger("locust_llm")
 
