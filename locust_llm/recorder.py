@@ -10,20 +10,20 @@ Client requests (retries and waits included), judged against the SLA
 (:meth:`~locust_llm.sla.Sla.good`), and per-step counters are filed too.
 Every attempt also goes through the fail-fast rule (:mod:`locust_llm.failfast`).
 
-**Locust's rows of a successful request are logged a moment later, with others** (when the runner's listener is the
-only one): each is dated with the wall-clock time it ended and logged, in order, with the others that ended since,
-by :meth:`Recorder.flush`, which runs when :data:`DEFER_LIMIT` requests wait, :data:`DEFER_S` after the first of them
-ended, and before Locust reads or resets its statistics (``report_to_master``, ``test_stop``, ``quitting``;
-``reset_stats`` drops them, as Locust's reset would have). The statistics are those of logging each at its end
-(:func:`~locust_llm.locust_batch.log_rows`); they show at most :data:`DEFER_S` later. Why: run once per request
-between thousands of token reads, the logging runs with cold caches, at about three times its cost in a loop
-(measured in a 64-token run at 32 streams: 88 µs per request against 25); together it runs warm, and in batches of
-up to 128 over up to a second it costs 1.7 % less of the generator's CPU than in batches of up to 32 over 0.25 s
-(``bench/pair.py``, 128 streams of 64 tokens, 2026-12-03). A second is inside what Locust shows anyway: its web UI
-asks for the statistics every 2 s, a worker reports them every 3 s (and flushes first), and every row is dated with
-its own end, so the per-second counts and the response-time windows are those of logging it at once. A failed request
-flushes the waiting ones and is logged at once (Locust dates its error itself), as is every request when another
-listener hears the events. The per-step statistics (the collector) are filed as before.
+**Locust's rows of a successful request are logged a moment later, with others** (when the runner's listener is the only
+one): each is dated with the wall-clock time it ended and logged, in order, with the others that ended since, by
+:meth:`Recorder.flush`, which runs when :data:`DEFER_LIMIT` requests wait (fewer when they hold :data:`DEFER_TOKENS`
+tokens), :data:`DEFER_S` after the first of them ended, and before Locust reads or resets its statistics
+(``report_to_master``, ``test_stop``, ``quitting``; ``reset_stats`` drops them, as Locust's reset would have). The
+statistics are those of logging each at its end (:func:`~locust_llm.locust_batch.log_rows`); they show at most
+:data:`DEFER_S` later. Why: run once per request between thousands of token reads, the logging runs with cold caches, at
+about three times its cost in a loop (measured in a 64-token run at 32 streams: 88 µs per request against 25); together
+it runs warm, and in batches of up to 128 (8,192 tokens) over up to a second it costs 1.7 % less of the generator's CPU
+than in batches of up to 32 over 0.25 s (``bench/pair.py``, 128 streams of 64 tokens, 2026-12-03). A second is inside
+what Locust shows anyway: its web UI asks for the statistics every 2 s, a worker reports them every 3 s (and flushes
+first), and every row is dated with its own end, so the per-second counts and the response-time windows are those of
+logging it at once. A failed request flushes the waiting ones and is logged at once (Locust dates its error itself), as
+is every request when another listener hears the events. The per-step statistics (the collector) are filed as before.
 """
 
 from __future__ import annotations
@@ -42,10 +42,13 @@ from locust_llm.locust_batch import Row, log_gaps, log_one, log_rows, sole_runne
 from locust_llm.metrics import RequestResult
 from locust_llm.sla import Sla
 
-__all__ = ["DEFER_LIMIT", "DEFER_S", "LLMError", "Recorder"]
+__all__ = ["DEFER_LIMIT", "DEFER_S", "DEFER_TOKENS", "LLMError", "Recorder"]
 
 DEFER_LIMIT = 128
 """Successful requests whose Locust rows wait before they are logged together (module docstring)."""
+DEFER_TOKENS = 8192
+"""Fewer wait once they hold this many tokens: logging a batch takes time in proportion to its ITL gaps (about 3 ms
+for 8,192, warm), during which the loop reads nothing."""
 DEFER_S = 1.0
 """The longest a request's Locust rows wait, in seconds."""
 
@@ -76,6 +79,7 @@ class Recorder:
         self.itl_events = True
         self.reasoning_seen = False
         self._deferred: list[tuple[float, RequestResult]] = []  # (wall-clock end, result), in order
+        self._deferred_tokens = 0
         self._timer: Any = None  # the hub's timer that flushes DEFER_S after the first deferred request
         events.report_to_master.add_listener(lambda **_kw: self.flush())
         events.test_stop.add_listener(lambda **_kw: self.flush())
@@ -106,7 +110,8 @@ class Recorder:
             return
         deferred = self._deferred
         deferred.append((time.time(), result))
-        if len(deferred) >= DEFER_LIMIT:
+        self._deferred_tokens += len(result.token_ns)
+        if len(deferred) >= DEFER_LIMIT or self._deferred_tokens >= DEFER_TOKENS:
             self.flush()
         elif len(deferred) == 1:
             self._arm()
@@ -124,7 +129,7 @@ class Recorder:
 
     def _take(self) -> list[tuple[float, RequestResult]]:
         """The deferred requests, no longer waiting (their timer stopped)."""
-        deferred, self._deferred = self._deferred, []
+        deferred, self._deferred, self._deferred_tokens = self._deferred, [], 0
         if self._timer is not None:
             self._timer.stop()
         return deferred

@@ -37,9 +37,10 @@ from locust_llm.histogram import Histogram
 from locust_llm.metrics import RequestResult
 from locust_llm.sla import Prices
 
-__all__ = ["PENDING_LIMIT", "Collector"]
+__all__ = ["PENDING_LIMIT", "PENDING_TOKENS", "Collector"]
 
-PENDING_LIMIT = 128  # results recorded before they are filed together (Collector.record)
+PENDING_LIMIT = 128  # results recorded before they are filed together (Collector.record),
+PENDING_TOKENS = 8192  # or fewer once they hold this many tokens: a batch takes time in proportion to them
 
 logger = logging.getLogger("locust_llm")
 
@@ -87,6 +88,7 @@ class Collector:
         self.ended_ns: int | None = None
         self.closed = False
         self._pending: list[RequestResult] = []  # recorded, not yet filed in the table (see record)
+        self._pending_tokens = 0
         self.run = 0  # the number of the run being recorded (see reset)
         self._cpu = CpuSampler()
         self._known_workers: set[str] = set()
@@ -129,7 +131,7 @@ class Collector:
         """Forget the statistics recorded so far (Locust's *Reset stats*); the steps go on unless ``keep_steps`` is
         false."""
         self.table, self.merged = StatsTable(), StatsTable()
-        self._pending = []  # recorded before the reset: forgotten with the rest
+        self._pending, self._pending_tokens = [], 0  # recorded before the reset: forgotten with the rest
         self.by_worker.clear()
         self.health.clear()
         self.worker_cpu.clear()
@@ -141,19 +143,20 @@ class Collector:
     # -- recording ---------------------------------------------------------------------------------------------
 
     def record(self, result: RequestResult) -> None:
-        """File ``result`` (a finished attempt, not changed afterwards), in batches of :data:`PENDING_LIMIT`: filing
-        many in a row runs warm. What is pending is filed before every read of the table and before a worker is told
-        of a step or the end (which may be dated before samples it recorded), and forgotten by a reset; where a
-        sample goes depends only on its observation times and the timeline (:mod:`.stats`), so every reader sees
-        what filing each at once would have given."""
+        """File ``result`` (a finished attempt, not changed afterwards), in batches of :data:`PENDING_LIMIT` (fewer
+        once they hold :data:`PENDING_TOKENS` tokens): filing many in a row runs warm. What is pending is filed
+        before every read of the table and before a worker is told of a step or the end (which may be dated before
+        samples it recorded), and forgotten by a reset; where a sample goes depends only on its observation times
+        and the timeline (:mod:`.stats`), so every reader sees what filing each at once would have given."""
         if not self.closed:
             pending = self._pending
             pending.append(result)
-            if len(pending) >= PENDING_LIMIT:
+            self._pending_tokens += len(result.token_ns)
+            if len(pending) >= PENDING_LIMIT or self._pending_tokens >= PENDING_TOKENS:
                 self._file_pending()
 
     def _file_pending(self) -> None:
-        pending, self._pending = self._pending, []
+        pending, self._pending, self._pending_tokens = self._pending, [], 0
         self.table.add_all(pending, self.timeline.locate)
 
     def count(self, name: str, model: str, n: int, at_ns: int) -> None:

@@ -180,6 +180,34 @@ def deferred_runs():
             "rows": [before, reported, after_reset, waiting, timed]}  # fmt: skip
 
 
+def deferred_bounds():
+    """How many successful requests wait before their rows are logged together: 128 of few tokens each, fewer once
+    they hold 8,192 tokens (28 of 300 tokens each, one of 8,192); what waits at the end is logged at test_stop."""
+    from locust_llm.collect.collector import Collector
+    from locust_llm.metrics import RequestResult
+    from locust_llm.recorder import DEFER_LIMIT, DEFER_TOKENS, Recorder
+
+    out = {"limits": [DEFER_LIMIT, DEFER_TOKENS]}
+    for tokens in (2, 300, 8192):
+        env = runner_env()
+        recorder = Recorder(env.events, Collector(env, "local"), print, lambda env=env: env.runner.stats)
+        sizes: list[int] = []
+
+        def counted(recorder=recorder, real=recorder.flush, sizes=sizes):
+            sizes.append(len(recorder._deferred))
+            real()
+
+        recorder.flush = counted
+        for _ in range(300):
+            result = RequestResult(model="m", intended_ns=0, sent_ns=1_000, end_ns=900_000_000)
+            result.token_ns = [200_000_000 + k * 1_000_000 for k in range(tokens)]
+            recorder.record(result)
+        env.events.test_stop.fire(environment=env)
+        e2e = sum(e.num_requests for (_, method), e in env.runner.stats.entries.items() if method == "E2E")
+        out[str(tokens)] = [sorted(set(sizes[:-1])), sizes[-1], e2e]  # the batches; the last, at test_stop; rows
+    return out
+
+
 def compare_rows(seed, mutate):
     """Random rows (none to ninety events each, some with a content length; methods and names mixed; for odd seeds
     all under 100 ms, hundreds in a second, some half-way between two integers; dated in runs of one second that
@@ -264,6 +292,7 @@ def main():
         "one_equal_with_errors_dropped": all(compare_one(s, True) for s in seeds),
         "recorder": recorder_runs(),
         "deferred": deferred_runs(),
+        "deferred_bounds": deferred_bounds(),
         "runner_alone": alone,
         "with_a_plugin": sole_runner_listener(env.events),
         "no_runner": sole_runner_listener(Events()),

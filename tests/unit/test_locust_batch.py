@@ -36,6 +36,14 @@ def test_batched_and_deferred_logging_equal_one_event_each_and_only_when_the_run
         # 5 of the 80 waited at the end; one waits, a report logs it; one waits, a reset drops it; one waits until
         # its timer is due (not at once: a libev timer started again keeps its old due time), then is logged
         "deferred": {"equal": True, "logged_before_stop": 75, "results": 80, "rows": [0, 1, 0, 0, 1]},
+        # 300 successful requests of 2, 300 and 8,192 tokens: batches of 128, 28 and 1, the rest at test_stop (44,
+        # 20, none waiting), every one logged
+        "deferred_bounds": {
+            "limits": [128, 8192],
+            "2": [[128], 44, 300],
+            "300": [[28], 20, 300],
+            "8192": [[1], 0, 300],
+        },
         "runner_alone": True,
         "with_a_plugin": False,
         "no_runner": False,

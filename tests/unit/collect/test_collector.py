@@ -158,6 +158,25 @@ def _deferred_scenario(monkeypatch, limit):
     return shipped
 
 
+@pytest.mark.parametrize("tokens, batch", [(2, 128), (64, 128), (300, 28), (8192, 1), (0, 128)])
+def test_a_batch_is_filed_at_128_results_or_once_they_hold_8192_tokens(tokens, batch):
+    from locust_llm.collect.collector import PENDING_LIMIT, PENDING_TOKENS
+
+    assert (PENDING_LIMIT, PENDING_TOKENS) == (128, 8192)
+    c = collector("local")
+    filed = []
+    c.table.add_all = lambda results, _locate: filed.append(len(results))
+    for i in range(3 * batch):
+        r = result((1000 + i) * MS, tokens=max(tokens, 1))
+        if not tokens:
+            r.token_ns = []  # a failure before its first token
+        c.record(r)
+    assert filed == [batch, batch, batch] and c._pending == [] and c._pending_tokens == 0
+    c.record(result(5000 * MS, tokens=7))
+    c.clear()  # a reset forgets what waits, its tokens too
+    assert c._pending == [] and c._pending_tokens == 0
+
+
 @pytest.mark.parametrize("vector_min", [256, 0])
 def test_results_filed_in_batches_equal_results_filed_at_once(monkeypatch, vector_min):
     """Also with a batch's ITL gaps always recorded by numpy (``record_gap_runs``), as big batches are."""
