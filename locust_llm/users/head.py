@@ -30,6 +30,7 @@ the accepted grammar and for every kind of rejected one, and the pump's tests ru
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Any
 
@@ -54,27 +55,13 @@ HEADS_KEPT = 64
 """Heads whose reading :func:`plain_head` keeps: a server sends the same head to every request but for its ``Date``,
 which changes once a second."""
 
-_KEPT: dict[bytes, tuple[str, Fields] | None] = {}
 
-
+@functools.lru_cache(maxsize=HEADS_KEPT)
 def plain_head(head: bytes) -> tuple[str, Fields] | None:
     """The reason phrase and headers of ``head`` (a response head up to its blank line) when it is plain (module
-    docstring), else ``None``. The reading of each of the last :data:`HEADS_KEPT` distinct heads is kept and given
-    again for the same bytes (its headers are shared: read, never changed); reading one costs a regular expression
+    docstring), else ``None``. The readings of the last :data:`HEADS_KEPT` distinct heads used are kept and given
+    again for the same bytes (their headers are shared: read, never changed); reading one costs a regular expression
     and a split and a dictionary per header, run cold once per request."""
-    try:
-        return _KEPT[head]
-    except KeyError:
-        pass
-    plain = _read(head)
-    if len(_KEPT) >= HEADS_KEPT:
-        del _KEPT[next(iter(_KEPT))]  # the oldest
-    _KEPT[head] = plain
-    return plain
-
-
-def _read(head: bytes) -> tuple[str, Fields] | None:
-    """:func:`plain_head`, read afresh."""
     m = _HEAD.fullmatch(head)
     if m is None:
         return None

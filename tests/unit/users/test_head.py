@@ -215,18 +215,20 @@ def test_after_the_end_lines_left_are_read_and_a_parser_built_late_has_no_connec
 
 
 def test_a_head_read_before_is_given_its_kept_reading_and_the_kept_heads_are_bounded():
-    from locust_llm.users import head as head_module
+    from locust_llm.users.head import HEADS_KEPT
 
-    head_module._KEPT.clear()
+    fresh = plain_head.__wrapped__  # the reading itself, nothing kept
+    plain_head.cache_clear()
     first = plain_head(HEAD)
     assert plain_head(bytes(HEAD)) is first  # the same bytes: the kept reading, not a new one
-    assert first == head_module._read(HEAD)
+    assert first == fresh(HEAD)
     assert plain_head(HEAD.replace(b"X-Id: a", b"X-Id: b")) is not first  # other bytes: read afresh
-    others = [HEAD.replace(b"X-Id: a", b"X-Id: %d" % i) for i in range(head_module.HEADS_KEPT + 5)]
+    others = [HEAD.replace(b"X-Id: a", b"X-Id: %d" % i) for i in range(HEADS_KEPT + 5)]
     for head in others:
-        assert plain_head(head) == head_module._read(head)
-    assert len(head_module._KEPT) == head_module.HEADS_KEPT
-    assert HEAD not in head_module._KEPT and others[-1] in head_module._KEPT  # the oldest went first
+        assert plain_head(head) == fresh(head)
+    assert plain_head.cache_info().currsize == HEADS_KEPT
+    latest = plain_head(others[-1])
+    assert plain_head(others[-1]) is latest and plain_head(HEAD) is not first  # the oldest went first
     assert plain_head(b"HTTP/1.1 500 Oops\r\n\r\n") is None and plain_head(b"HTTP/1.1 500 Oops\r\n\r\n") is None
 
 
