@@ -21,22 +21,19 @@ Needs two cores (the simulator's and the generators'), ``taskset`` and Linux's /
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import PY, ROOT, chat_user_cmd, cores, cpu_s, pinned, start_server, stop
+from _at_once import Launch, run_at_once
+from _common import ROOT, chat_user_cmd, cores
 
-MODELS = ("sim-llm", "sim-b")
 STARTUP_S = 8.0
 """From the generators' start to the window's: Locust's start-up, the streams' ramp and the warm-up."""
 
@@ -60,53 +57,28 @@ def checkout(spec: str, tmp: Path) -> Path:
     return target
 
 
-def tokens_by_model(origin: str) -> dict[str, int]:
-    with urllib.request.urlopen(f"{origin}/sim/stats", timeout=10) as response:
-        stats = json.load(response)
-    return {name: int(model["tokens_emitted"]) for name, model in stats["models"].items()}
+def generator(root: Path, args: argparse.Namespace, tmp: str, tag: str) -> Launch:
+    """``ChatStreamUser`` from ``root`` (its own ``PYTHONPATH``), for :func:`_at_once.run_at_once`."""
 
+    def launch(url: str, model: str) -> tuple[list[str], dict[str, str], Path]:
+        cmd = chat_user_cmd(root / "locustfile.py", url, model, args.streams, args.seconds, 2.0, args.tokens,
+                            f"{tmp}/{tag}")  # fmt: skip
+        return cmd, {**os.environ, "PYTHONPATH": str(root)}, root
 
-def generator(root: Path, url: str, model: str, streams: int, seconds: float, tokens: int, core: int, csv: str):
-    """``ChatStreamUser`` from ``root`` against ``url``'s ``model``, pinned to ``core``."""
-    cmd = chat_user_cmd(root / "locustfile.py", url, model, streams, seconds, 2.0, tokens, csv)
-    env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.Popen(pinned(cmd, core), cwd=root, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return launch
 
 
 def one_pair(
     a: Path, b: Path, index: int, args: argparse.Namespace, server_core: int, core: int
 ) -> tuple[float, float, int, int]:
-    """A's and B's CPU per token (µs) over one window in which both ran, and the tokens each was sent in it."""
-    proc, url = start_server(
-        [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", "200", "--itl-ms", "20", "--capacity", "100000",
-         "--context-tokens", "100000", "--add-model", MODELS[1]],
-        server_core,
-    )  # fmt: skip
-    origin = url.rsplit("/v1", 1)[0]
-    model_a, model_b = MODELS if index % 2 == 0 else MODELS[::-1]
+    """A's and B's CPU per token (µs) over one window in which both ran, and the tokens each was sent in it. A has
+    the simulator's first model and starts first in even pairs, B in odd ones."""
     with tempfile.TemporaryDirectory() as tmp:
-        first = [(a, model_a, "a"), (b, model_b, "b")]
-        gens = {tag: generator(root, url, model, args.streams, args.seconds, args.tokens, core, f"{tmp}/{tag}")
-                for root, model, tag in (first if index % 2 == 0 else first[::-1])}  # fmt: skip
-        try:
-            time.sleep(STARTUP_S)
-            cpu0 = {tag: cpu_s(p.pid) for tag, p in gens.items()}
-            sent0 = tokens_by_model(origin)
-            time.sleep(args.seconds - STARTUP_S - 2.0)
-            cpu1 = {tag: cpu_s(p.pid) for tag, p in gens.items()}
-            sent1 = tokens_by_model(origin)
-            for p in gens.values():
-                p.wait(timeout=args.seconds + 120)
-        finally:
-            for p in gens.values():
-                if p.poll() is None:
-                    p.kill()
-            stop(proc)
-    sent = {m: sent1[m] - sent0[m] for m in MODELS}
-    if not sent[model_a] or not sent[model_b]:
-        raise SystemExit(f"bench/pair.py: a generator streamed no tokens in pair {index + 1} ({sent})")
-    return (1e6 * (cpu1["a"] - cpu0["a"]) / sent[model_a], 1e6 * (cpu1["b"] - cpu0["b"]) / sent[model_b],
-            sent[model_a], sent[model_b])  # fmt: skip
+        launches = [generator(a, args, tmp, "a"), generator(b, args, tmp, "b")]
+        order = launches if index % 2 == 0 else launches[::-1]
+        window = run_at_once(order, seconds=args.seconds, startup_s=STARTUP_S, server_core=server_core, core=core)
+    share_a, share_b = window.shares if index % 2 == 0 else window.shares[::-1]
+    return share_a.us_per_token, share_b.us_per_token, share_a.tokens, share_b.tokens
 
 
 def summary(ratios: list[float]) -> str:

@@ -219,3 +219,63 @@ def test_the_gap_to_the_floor_is_split_and_each_length_is_judged_alone():
     assert split_lines(rows[:1] + rows[2:3], 64) == []  # one answer length: no split
     assert _lengths("64,256") == [64, 256] and _lengths("64") == [64]
     assert _lengths("64,x") is None and _lengths("1") is None and _lengths("64,64") is None
+
+
+def together(ratio: float, streams: int = 512, behind: float = 0.0, floor: str = "raw", tokens: int | None = None):
+    """One at-once pair's row (bench/generator.py ``at_once``)."""
+    row = {"streams": streams, "floor": floor, "ratio": ratio, "server_late_5ms_pct": behind,
+           "us_per_token": 20.0 * ratio, "floor_us_per_token": 20.0}  # fmt: skip
+    return row if tokens is None else {**row, "tokens": tokens}
+
+
+@pytest.mark.parametrize(
+    ("ratios", "word"),
+    [((1.47, 1.46, 1.48), "met"), ((1.51, 1.52), "NOT met"), ((1.49, 1.51), "UNSURE"), ((1.44,), "one pair; met"),
+     ((1.48,), "one pair; UNSURE"), ((1.56,), "one pair; NOT met")],
+)  # fmt: skip
+def test_the_cpu_goal_is_judged_from_the_pairs_run_at_once_and_the_runs_alone_only_inform(ratios, word):
+    """Runs alone that say otherwise (2.0, far over the goal) decide nothing once pairs at once exist; one pair at
+    once decides outside its own noise (3 % of the goal), not a single run's 20 %."""
+    alone = [run("locust-llm", 40.0, itl=0.5), run("raw", 20.0, itl=0.1)] * 2
+    lines = verdicts(alone, [together(r) for r in ratios])
+    (judged,) = lines_about(lines, "CPU per token locust-llm / raw, at once")
+    assert judged.endswith(f"(goal <= {CPU_GOAL}: {word})")
+    assert f"[{', '.join(f'{r:.2f}' for r in ratios)}]" in judged
+    (shown,) = lines_about(lines, "CPU per token locust-llm / raw, runs alone")
+    assert "= 2.00 (for information" in shown and "met" not in shown and "UNSURE" not in shown
+    assert not lines_about(lines, "CPU per token locust-llm / raw =")  # no second verdict from the runs alone
+
+
+def test_an_at_once_pair_whose_server_fell_behind_is_left_out_and_each_floor_and_count_has_its_own():
+    alone = [run("locust-llm", 30.0, streams=n) for n in (256, 512)]
+    alone += [run(floor, 20.0, streams=n) for floor in ("raw", "raw-gevent") for n in (256, 512)]
+    pairs_at_once = [together(1.45, 512), together(1.9, 512, behind=SERVER_BEHIND_PCT + 0.5), together(1.6, 256),
+                     together(1.40, 512, floor="raw-gevent")]  # fmt: skip
+    lines = verdicts(alone, pairs_at_once)
+    (raw_512,) = lines_about(lines, " 512 streams: CPU per token locust-llm / raw, at once")
+    assert "1.45 [1.45]" in raw_512 and "1 pair(s) left out" in raw_512 and raw_512.endswith("met)")
+    (raw_256,) = lines_about(lines, " 256 streams: CPU per token locust-llm / raw, at once")
+    assert "1.60 [1.60]" in raw_256 and raw_256.endswith("NOT met)")
+    (gevent_512,) = lines_about(lines, " 512 streams: CPU per token locust-llm / raw-gevent, at once")
+    assert "1.40 [1.40]" in gevent_512
+    (gevent_256,) = lines_about(lines, " 256 streams: CPU per token locust-llm / raw-gevent")
+    assert "at once" not in gevent_256 and "(goal <= 1.5" in gevent_256  # no pair at once there: judged alone
+
+
+def test_each_answer_length_is_judged_from_its_own_pairs_at_once():
+    alone = [run("locust-llm", 30.0, streams=256), run("raw", 20.0, streams=256)]
+    rows = [{**row, "tokens": n} for n in (64, 256) for row in alone]
+    lines = verdicts(rows, [together(1.58, 256, tokens=64), together(1.20, 256, tokens=256)])
+    (at_64,) = lines_about(lines, "256 streams, 64 tokens: CPU per token locust-llm / raw, at once")
+    (at_256,) = lines_about(lines, "256 streams, 256 tokens: CPU per token locust-llm / raw, at once")
+    assert at_64.endswith("NOT met)") and "1.58" in at_64 and at_256.endswith("; met)") and "1.20" in at_256
+
+
+def test_an_at_once_share_gives_cpu_and_wakeups_per_token():
+    from _at_once import Share, wakeups
+
+    share = Share(cpu_s=0.5, tokens=25_000, wakeups=4_250)
+    assert share.us_per_token == pytest.approx(20.0) and share.wakeups_per_100_tokens == pytest.approx(17.0)
+    import os
+
+    assert wakeups(os.getpid()) >= 0 and wakeups(2**31 - 1) == 0  # no such process: 0, not an error
