@@ -147,7 +147,7 @@ def _read_events(
         unchunker = Unchunker(response)
         if unparsed:
             response._body_buffer.extend(unchunker.unframe(unparsed))
-    if _read_rest(response, decoder, on_data, clock, unchunker):
+    if not _drained(response) and _read_rest(response, decoder, on_data, clock, unchunker):
         return
     if not tokens.done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
         for event in decoder.feed(_leftover(response)) + decoder.finish():
@@ -211,6 +211,12 @@ def _read_rest(
             unchunker.end_of_file()
         now = turn[0] if turn is not None and turn[1] != turns else clock()
     return True
+
+
+def _drained(response: Any) -> bool:
+    """The whole message was read and nothing is left in the body buffer (the pump's usual end): :func:`_read_rest`
+    would find nothing to do."""
+    return bool(response.message_complete) and not getattr(response, "_body_buffer", None)
 
 
 def _leftover(response: Any) -> bytes:

@@ -185,6 +185,35 @@ def test_a_last_line_without_a_newline_is_decoded_at_the_end(monkeypatch):
     assert result.outcome is Outcome.OK and result.completion_tokens == 4
 
 
+@pytest.mark.parametrize(
+    ("mode", "pieces", "rest"),
+    [
+        pytest.param("own", [HEAD, *(frame(e) for e in EVENTS), END], False, id="pumped to the end, our unframing"),
+        pytest.param("parser", [HEAD, *(frame(e) for e in EVENTS), END], False, id="pumped to the end, the parser's"),
+        pytest.param("readline", [HEAD, *(frame(e) for e in EVENTS), END], True, id="not pumped"),
+        pytest.param(
+            "own",
+            [HEAD, frame(ROLE), frame(token("a")), frame(USAGE), frame(b"data: [DONE]"), END],
+            True,
+            id="a last line without its newline left",
+        ),
+    ],
+)
+def test_the_rest_of_the_body_is_read_only_when_the_pump_left_some(monkeypatch, mode, pieces, rest):
+    """After a body the pump read to its end, with nothing left in the buffer, the readline loop is not entered (it
+    would find nothing); anything else still goes through it, with the same result."""
+    calls = []
+    real = stream_module._read_rest
+    monkeypatch.setattr(stream_module, "_read_rest", lambda *args: calls.append(1) or real(*args))
+    script = Script(timed(pieces))
+    try:
+        result = script.run(mode, monkeypatch)
+    finally:
+        script.close()
+    assert result.outcome is Outcome.OK and result.completion_tokens == 4 and len(result.token_ns) >= 1
+    assert bool(calls) is rest
+
+
 def test_the_deadline_interrupts_a_stalled_pump_and_the_loop_is_left_clean(monkeypatch):
     script = Script(timed([HEAD, frame(ROLE), frame(token("a")), "stall"]))
     try:
