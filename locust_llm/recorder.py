@@ -38,7 +38,7 @@ import gevent
 
 from locust_llm.collect.collector import Collector
 from locust_llm.failfast import FailFast
-from locust_llm.locust_batch import Row, log_gaps, log_one, log_rows, sole_runner_listener
+from locust_llm.locust_batch import Row, Times, gaps_ms, log_gaps, log_one, log_rows, sole_runner_listener
 from locust_llm.metrics import RequestResult
 from locust_llm.sla import Sla
 
@@ -123,8 +123,10 @@ class Recorder:
         if stats is None:
             return  # nothing waited, or no runner any more to log into
         rows: list[Row] = []
-        for at, result in deferred:
-            rows.extend((at, method, result.model, values, length) for method, values, length in self._rows(result))
+        gaps = gaps_ms([result.token_ns for _, result in deferred]) if self.itl_events else None
+        for i, (at, result) in enumerate(deferred):
+            events = self._rows(result, None if gaps is None else gaps[i])
+            rows.extend((at, method, result.model, values, length) for method, values, length in events)
         log_rows(stats, rows)
 
     def _take(self) -> list[tuple[float, RequestResult]]:
@@ -162,10 +164,11 @@ class Recorder:
             else:
                 log_one(direct, method, model, values[0], length, failed)
 
-    def _rows(self, result: RequestResult) -> list[tuple[str, list[float], int]]:
+    def _rows(self, result: RequestResult, itl: Times | None = None) -> list[tuple[str, Times, int]]:
         """The Locust events of ``result``, in order, as ``(method, response times in ms, content length)``: ``TTFT``
-        (and ``TTFA``, module docstring) and one ``ITL`` per gap when it streamed a token, then ``E2E``."""
-        rows = []
+        (and ``TTFA``, module docstring) and one ``ITL`` per gap when it streamed a token (``itl``: those gaps, when
+        :meth:`flush` took a batch's at once), then ``E2E``."""
+        rows: list[tuple[str, Times, int]] = []
         ttft = result.ttft_ns
         if ttft is not None:
             rows.append(("TTFT", [ttft / 1e6], result.prompt_tokens))
@@ -176,7 +179,8 @@ class Recorder:
                 rows.append(("TTFA", [answer_ttft / 1e6], result.reasoning_tokens))
             if self.itl_events:
                 token_ns = result.token_ns
-                rows.append(("ITL", list(map(truediv, map(sub, token_ns[1:], token_ns), repeat(1e6))), 0))
+                gaps = list(map(truediv, map(sub, token_ns[1:], token_ns), repeat(1e6))) if itl is None else itl
+                rows.append(("ITL", gaps, 0))
         rows.append(("E2E", [result.e2e_ns / 1e6], result.completion_tokens))
         return rows
 

@@ -6,16 +6,18 @@ same for :func:`log_one` against single events, some failed (the error table too
 whether batching is allowed with the runner alone, with a plugin listener, and with no runner.
 """
 
+import itertools
 import json
 import random
 import sys
 
 import locust.stats
+import numpy as np
 from locust import User
 from locust.env import Environment
 from locust.event import Events
 
-from locust_llm.locust_batch import log_gaps, log_one, log_rows, sole_runner_listener
+from locust_llm.locust_batch import gaps_ms, log_gaps, log_one, log_rows, sole_runner_listener
 
 FIELDS = ("num_requests", "num_none_requests", "num_failures", "total_response_time", "min_response_time",
           "max_response_time", "response_times", "total_content_length")  # fmt: skip
@@ -243,6 +245,9 @@ def compare_rows(seed, mutate):
         if mutate:
             at, method, name, values, length = next(row for row in rows if row[3])
             rows[rows.index((at, method, name, values, length))] = (at, method, name, values, length + 1)
+        # the recorder gives its ITL gaps as float64 arrays: every other row's times given so
+        rows = [(a, m, nm, np.asarray(v, dtype=np.float64) if k % 2 else v, ln)
+                for k, (a, m, nm, v, ln) in enumerate(rows)]  # fmt: skip
         i = 0
         while i < len(rows):
             size = rng.randint(1, 40)
@@ -251,6 +256,38 @@ def compare_rows(seed, mutate):
     finally:
         time.time = real_time
     return full_entries(batched.runner.stats) == full_entries(fired.runner.stats)
+
+
+def gaps_exact(seed):
+    """:func:`gaps_ms` of seeded runs (none, one or many times, gaps negative, zero, of ns or of hours), against
+    ``(b - a) / 1e6`` per gap: whether every gap is the same double, in the same run; and whether a run with a time
+    beyond int64 gives them all as lists of the same doubles."""
+    rng = random.Random(seed)
+    runs = []
+    for _ in range(rng.randint(1, 60)):
+        t = rng.randint(0, 2**62)
+        run = []
+        for _ in range(rng.choice([0, 1, 2, 64, 300])):
+            t += rng.choice([rng.randint(-5_000, 5_000), rng.randint(1, 90_000_000), rng.randint(0, 10**13)])
+            run.append(t)
+        runs.append(run)
+    wide = [*runs, [2**64, 2**64 + 1_234_567]]
+
+    def expected(run):
+        return [(b - a) / 1e6 for a, b in itertools.pairwise(run)]
+
+    def same(got, runs):
+        pairs = zip(got, runs, strict=True)
+        return len(got) == len(runs) and all([float(x) for x in g] == expected(r) for g, r in pairs)
+
+    narrow, wide_got = gaps_ms(runs), gaps_ms(wide)
+    floats = [[b / 1e6 - a / 1e6 for a, b in itertools.pairwise(r)] for r in runs]  # another rounding
+    return {
+        "equal": same(narrow, runs),
+        "equal_to_differences_of_ms": all([float(x) for x in g] == f for g, f in zip(narrow, floats, strict=True)),
+        "arrays": all(type(g) is np.ndarray for g in narrow),
+        "wide_equal_as_lists": same(wide_got, wide) and all(type(g) is list for g in wide_got),
+    }
 
 
 def rows_dated_back():
@@ -293,6 +330,8 @@ def main():
         "recorder": recorder_runs(),
         "deferred": deferred_runs(),
         "deferred_bounds": deferred_bounds(),
+        "gaps": {key: all(gaps_exact(s)[key] for s in seeds)
+                 for key in ("equal", "equal_to_differences_of_ms", "arrays", "wide_equal_as_lists")},
         "runner_alone": alone,
         "with_a_plugin": sole_runner_listener(env.events),
         "no_runner": sole_runner_listener(Events()),

@@ -44,6 +44,9 @@ def test_batched_and_deferred_logging_equal_one_event_each_and_only_when_the_run
             "300": [[28], 20, 300],
             "8192": [[1], 0, 300],
         },
+        # a batch's ITL gaps taken at once (the recorder's flush): the same doubles as (b - a) / 1e6 one by one,
+        # which differences of times in ms are not; a time beyond int64: lists, the same doubles
+        "gaps": {"equal": True, "equal_to_differences_of_ms": False, "arrays": True, "wide_equal_as_lists": True},
         "runner_alone": True,
         "with_a_plugin": False,
         "no_runner": False,
