@@ -27,8 +27,8 @@ from collections import defaultdict
 from typing import Any
 
 import gevent
-import psutil
 
+from locust_llm.collect.cpu import CpuSampler
 from locust_llm.collect.health import StepHealth, Validity, invalid_reasons
 from locust_llm.collect.rows import StepRow, StepWindow, WorkerRow, step_row, step_rows
 from locust_llm.collect.stats import STEADY, WARMUP, StatsTable, StepStats
@@ -48,24 +48,6 @@ STEP_MESSAGE = "locust_llm_step"
 END_MESSAGE = "locust_llm_end"
 RESET_MESSAGE = "locust_llm_reset"
 REPORT_KEY = "locust_llm"
-
-
-class CpuSampler:
-    """CPU % of this process since the previous sample (100 % = one core)."""
-
-    def __init__(self) -> None:
-        self._process = psutil.Process()
-        self._last = (time.monotonic(), self._cpu_s())
-
-    def _cpu_s(self) -> float:
-        times = self._process.cpu_times()
-        return float(times.user + times.system)
-
-    def sample(self) -> float:
-        now, cpu = time.monotonic(), self._cpu_s()
-        last_t, last_cpu = self._last
-        self._last = (now, cpu)
-        return 100.0 * (cpu - last_cpu) / max(1e-6, now - last_t)
 
 
 def _step_data(mark: Any, elapsed_ns: int) -> dict[str, Any]:
@@ -88,6 +70,7 @@ class Collector:
         self.ended_ns: int | None = None
         self.closed = False
         self._pending: list[RequestResult] = []  # recorded, not yet filed in the table (see record)
+        self._clients: list[tuple[str, int, RequestResult, bool]] = []  # client requests, filed with them
         self._pending_tokens = 0
         self.run = 0  # the number of the run being recorded (see reset)
         self._cpu = CpuSampler()
@@ -131,7 +114,7 @@ class Collector:
         """Forget the statistics recorded so far (Locust's *Reset stats*); the steps go on unless ``keep_steps`` is
         false."""
         self.table, self.merged = StatsTable(), StatsTable()
-        self._pending, self._pending_tokens = [], 0  # recorded before the reset: forgotten with the rest
+        self._pending, self._pending_tokens, self._clients = [], 0, []  # recorded before the reset: forgotten
         self.by_worker.clear()
         self.health.clear()
         self.worker_cpu.clear()
@@ -157,7 +140,11 @@ class Collector:
 
     def _file_pending(self) -> None:
         pending, self._pending, self._pending_tokens = self._pending, [], 0
-        self.table.add_all(pending, self.timeline.locate)
+        clients, self._clients = self._clients, []
+        locate, table = self.timeline.locate, self.table
+        table.add_all(pending, locate)
+        for model, intended_ns, final, good in clients:
+            table.add_client(model, intended_ns, final, locate, good)
 
     def count(self, name: str, model: str, n: int, at_ns: int) -> None:
         if not self.closed:
@@ -168,8 +155,10 @@ class Collector:
             self.table.add_arrival(model, in_flight, dropped, t_ns, self.timeline.locate)
 
     def record_client(self, model: str, intended_ns: int, final: RequestResult, good: bool = False) -> None:
+        """File a client request (``final``, its last attempt, already recorded): with the pending attempts, as
+        :meth:`record` files them."""
         if not self.closed:
-            self.table.add_client(model, intended_ns, final, self.timeline.locate, good)
+            self._clients.append((model, intended_ns, final, good))
 
     # -- steps (master / local) --------------------------------------------------------------------------------
 

@@ -28,6 +28,7 @@ ADAPTERS = {
     "locust_llm.shapes.step_shape",
     "locust_llm.shapes.search_driver",
     "locust_llm.collect.collector",
+    "locust_llm.collect.cpu",
     "locust_llm.sim.runtime",
     "locust_llm.sim.alarm",
     "locust_llm.sim.server",

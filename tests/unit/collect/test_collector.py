@@ -137,22 +137,27 @@ def _deferred_scenario(monkeypatch, limit):
         w._on_report_to_master("w1", data)
         shipped.append(data[REPORT_KEY]["stats"])
 
+    def record(r, good=False):
+        """An attempt, and the client request it ended (it began 30 ms before the attempt was sent)."""
+        w.record(r)
+        w.record_client("m", r.sent_ns - 30 * MS, r, good)
+
     for i in range(5):  # before the worker knows the step: at 0.1 s to 0.9 s
-        w.record(result((100 + 200 * i) * MS, tokens=4))
+        record(result((100 + 200 * i) * MS, tokens=4), good=i % 2 == 0)
     clock[0] = 2000 * MS  # told late: step 1 began 1.5 s ago, at 0.5 s, with no warm-up
     w._on_step_message(None, SimpleNamespace(data={"step": 1, "users": 4, "warmup_ns": 0, "elapsed_ns": 1500 * MS}))
     for i in range(40):
-        w.record(result((2000 + 20 * i) * MS, tokens=3))
-    assert len(w._pending) < limit  # filed as they come, in batches: what waits is bounded
+        record(result((2000 + 20 * i) * MS, tokens=3), good=i % 3 == 0)
+    assert len(w._pending) < limit and len(w._clients) <= limit  # filed as they come, in batches: what waits is bounded
     report()
     for i in range(10):
-        w.record(result((3000 + 50 * i) * MS, tokens=5))
+        record(result((3000 + 50 * i) * MS, tokens=5))
     clock[0] = 3300 * MS
     w._on_end_message(None, SimpleNamespace(data={}))
     for i in range(3):
-        w.record(result((3400 + 10 * i) * MS))  # ends after the end: drain
+        record(result((3400 + 10 * i) * MS))  # ends after the end: drain
     report()
-    w.record(result(4000 * MS))
+    record(result(4000 * MS))
     w.clear()  # Locust's reset: what was pending is forgotten with the rest
     report()
     return shipped
@@ -173,8 +178,9 @@ def test_a_batch_is_filed_at_128_results_or_once_they_hold_8192_tokens(tokens, b
         c.record(r)
     assert filed == [batch, batch, batch] and c._pending == [] and c._pending_tokens == 0
     c.record(result(5000 * MS, tokens=7))
-    c.clear()  # a reset forgets what waits, its tokens too
-    assert c._pending == [] and c._pending_tokens == 0
+    c.record_client("m", 4990 * MS, result(5000 * MS, tokens=7))
+    c.clear()  # a reset forgets what waits, its tokens and client requests too
+    assert c._pending == [] and c._pending_tokens == 0 and c._clients == []
 
 
 @pytest.mark.parametrize("vector_min", [256, 0])
@@ -189,3 +195,6 @@ def test_results_filed_in_batches_equal_results_filed_at_once(monkeypatch, vecto
     steps = {(step, phase) for step, _model, phase, _stats in at_once[0]}
     assert steps == {(0, "warmup"), (1, "steady")} and at_once[2] == []  # the late step did not take the first ones
     assert {phase for _step, _model, phase, _stats in at_once[1]} >= {"drain"}
+    clients = [stats["c"].get("client_requests", 0) for report in at_once for *_key, stats in report]
+    good = [stats["c"].get("client_good", 0) for report in at_once for *_key, stats in report]
+    assert sum(clients) == 58 and sum(good) == 3 + 14  # every client request shipped once, the reset's dropped
