@@ -68,7 +68,7 @@ def log_one(
 def log_gaps(stats: RequestStats, method: str, name: str, response_times_ms: Times) -> None:
     """Log ``response_times_ms`` (content length 0) under ``(name, method)`` and the total, as that many
     ``stats.log_request`` calls in the same second would."""
-    if not response_times_ms:
+    if not len(response_times_ms):
         return
     first, rest = response_times_ms[0], _joined([response_times_ms[1:]], len(response_times_ms) - 1)
     run = None
