@@ -18,6 +18,11 @@ form a pair. Rules (each a pure function, tested in ``tests/unit/test_bench_verd
   server stamps the request only when it reads it. ITL has no such part.
 - **The verdict.** ``met`` when every pair judged meets the goal, ``NOT met`` when none does, ``UNSURE`` when the
   pairs disagree (the machine's noise is larger than the margin) or when no pair is left to judge.
+- **The CPU goal at once.** ``bench/generator.py`` judges the CPU goal against a floor from pairs run at the same time
+  on one core (bench/_at_once.py), which a shared machine disturbs alike. A pair is judged only when neither
+  generator's server fell behind and each read about as it reads alone (:func:`reads_alike`: wake-ups per token within
+  :data:`WAKEUPS_ALIKE` of its runs alone); one pair decides only outside :data:`AT_ONCE_NOISE` of the goal. When no
+  pair is left, the goal is judged from the runs alone.
 - **Per request and per token** (:func:`split_cost`). Run at two answer lengths or more (``--max-tokens 64,256``),
   a generator's CPU per token is ``a + b / T`` for ``T`` tokens per answer: ``a`` what each token costs (its read),
   ``b`` what each request costs beyond its tokens (the user's work, the request, its head and the stream's first and
@@ -42,6 +47,7 @@ __all__ = [
     "AT_ONCE_NOISE",
     "SERVER_BEHIND_PCT",
     "SINGLE_RUN_NOISE",
+    "WAKEUPS_ALIKE",
     "Verdict",
     "always",
     "cpu_ratio",
@@ -50,6 +56,7 @@ __all__ = [
     "judge",
     "near",
     "pairs",
+    "reads_alike",
     "split_cost",
 ]
 
@@ -59,6 +66,10 @@ SINGLE_RUN_NOISE = 0.2
 AT_ONCE_NOISE = 0.03
 """How far (relative) the CPU ratio of one pair run at once (bench/_at_once.py) may be from the truth: three such
 pairs at 256 streams gave 1.512-1.518, two at 512 gave 1.394 and 1.438 (2026-12-03)."""
+
+WAKEUPS_ALIKE = 0.25
+"""How far (relative) a generator's wake-ups per token in a pair run at once may be from the median of its runs
+alone for the pair to be judged (:func:`reads_alike`)."""
 
 SERVER_BEHIND_PCT = 1.0
 """A run whose pacing server wrote more than this share (%) of its tokens over 5 ms late was disturbed (module
@@ -178,6 +189,21 @@ def difference(name: str) -> Callable[[Row, Row], float | None]:
         return None
 
     return value
+
+
+def reads_alike(pair: Row, ours_alone: Sequence[Row], floor_alone: Sequence[Row]) -> bool:
+    """Whether a pair run at once (``wakeups_per_100_tokens`` and ``floor_wakeups_per_100_tokens``) read as each
+    generator reads alone: each within :data:`WAKEUPS_ALIKE` of the median of its undisturbed runs alone (module
+    docstring). Sharing a core changes what a token costs a generator when it changes how many tokens it reads per
+    wake-up; a generator that needs much of the core (the asyncio floor at 512 streams: 4.4-5.7 wake-ups per 100
+    tokens at once, 9.3 alone) batches more at once. Without runs alone to compare, a pair is taken as alike."""
+    for key, runs in (("wakeups_per_100_tokens", ours_alone), ("floor_wakeups_per_100_tokens", floor_alone)):
+        alone = [float(r["wakeups_per_100_tokens"]) for r in runs
+                 if isinstance(r.get("wakeups_per_100_tokens"), int | float) and not disturbed(r)]  # fmt: skip
+        value, median = pair.get(key), statistics.median(alone) if alone else 0.0
+        if median > 0 and isinstance(value, int | float) and abs(float(value) / median - 1) > WAKEUPS_ALIKE:
+            return False
+    return True
 
 
 def split_cost(runs: Sequence[Row]) -> tuple[float, float] | None:

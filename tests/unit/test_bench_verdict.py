@@ -279,3 +279,25 @@ def test_an_at_once_share_gives_cpu_and_wakeups_per_token():
     import os
 
     assert wakeups(os.getpid()) >= 0 and wakeups(2**31 - 1) == 0  # no such process: 0, not an error
+
+
+def test_a_pair_at_once_in_which_a_generator_read_unlike_alone_is_left_out_and_none_left_means_judged_alone():
+    """2026-12-03, 512 streams: the asyncio floor, which needs over half the core, woke 4.4-5.7 times per 100 tokens
+    at once against 9.3 alone (it batched more, so paid less per token); ours and the uvloop floor read alike."""
+    from _verdict import WAKEUPS_ALIKE, reads_alike
+
+    ours = [{**run("locust-llm", 30.0), "wakeups_per_100_tokens": w} for w in (10.1, 10.4, 10.0)]
+    floor = [{**run("raw-asyncio", 50.0), "wakeups_per_100_tokens": w} for w in (9.3, 9.3, 9.4)]
+    crowded = [{**together(0.55, floor="raw-asyncio"), "wakeups_per_100_tokens": 9.5,
+                "floor_wakeups_per_100_tokens": w} for w in (4.4, 5.7)]  # fmt: skip
+    assert WAKEUPS_ALIKE == 0.25 and not any(reads_alike(pair, ours, floor) for pair in crowded)
+    alike = {**together(0.57, floor="raw-asyncio"), "wakeups_per_100_tokens": 9.0, "floor_wakeups_per_100_tokens": 8.0}
+    assert reads_alike(alike, ours, floor)  # 11 % and 14 % off: alike
+    assert reads_alike(crowded[0], [], [])  # nothing alone to compare with: taken as alike
+    lines = verdicts(ours + floor, crowded)
+    (judged,) = lines_about(lines, "CPU per token locust-llm / raw-asyncio")
+    assert judged.startswith(" 512 streams: CPU per token locust-llm / raw-asyncio = 0.60 [0.60, 0.60, 0.60]")
+    assert judged.endswith("(goal <= 1.5: met) (2 pair(s) at once left out: a generator read unlike alone)")
+    lines = verdicts(ours + floor, [*crowded, alike])
+    (judged,) = lines_about(lines, "CPU per token locust-llm / raw-asyncio, at once")
+    assert "= 0.57 [0.57] (goal <= 1.5: one pair; met) (2 pair(s) at once left out" in judged
