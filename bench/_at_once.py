@@ -2,7 +2,7 @@
 
 On the project's shared 2-core VM, runs one after the other move a generator's CPU per token by 10-20 % (the host,
 the caches), more than the margins the ``[perf]`` goals leave. Run at once on one core, whatever the machine does in
-the window it does to every generator in it, so the ratio of their CPU per token is steady to about a per cent.
+the window it does to every generator in it, so the ratio of their CPU per token is steady to a per cent or two.
 ``bench/pair.py`` compares two versions of locust-llm this way, and ``bench/generator.py`` judges its CPU goal
 (locust-llm against each floor) this way by default.
 

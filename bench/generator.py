@@ -16,7 +16,7 @@ each judged over the runs paired by repeat: met, NOT met or UNSURE (bench/_verdi
 fell behind is left out; a single pair decides only outside one run's noise, so use --repeat 3). The CPU goal
 against a floor is judged from pairs run *at once* (``--cpu at-once``, the default): once per repeat, locust-llm and
 the floor run at the same time on the generator's core, each with the same streams against its own model of one
-pacing server (bench/_at_once.py), which holds their ratio to about a per cent where runs one after the other move
+pacing server (bench/_at_once.py), which holds their ratio to a per cent or two where runs one after the other move
 it by 10-20 %; the ratio of the runs alone is printed for information. The accuracy goals
 compare errors against what the server actually delivered (``*_vs_sent_ms``: a generator's p99 minus the p99 of the
 TTFT and ITL the server measured as its writes returned, ``/sim/stats`` ``delivered_ms``), so the server's own
@@ -234,7 +234,7 @@ def main() -> None:
         default="at-once",
         help="How the CPU goal (locust-llm <= 1.5x each floor) is judged: at-once (default) runs locust-llm and each "
         "floor of --generators at the same time on the generator's core, each against its own model of one pacing "
-        "server, once per repeat (bench/_at_once.py: steady to about 1 %%, where runs one after the other move by "
+        "server, once per repeat (bench/_at_once.py: steady to 1-2 %%, where runs one after the other move by "
         "10-20 %%); alone judges it from the runs one after the other, as the accuracy goals are.",
     )
     parser.add_argument(
