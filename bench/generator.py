@@ -289,20 +289,18 @@ def at_once(
     """locust-llm and ``floor``, ``streams`` streams each, at the same time on ``core``: one row of the CPU goal's
     pairs. The first model, and the first start, go to locust-llm in even repeats and to the floor in odd ones."""
 
-    def ours(url: str, model: str) -> tuple[list[str], None, Path]:
-        return (
-            chat_user_cmd(ROOT / "locustfile.py", url, model, streams, seconds, WARMUP_S, tokens, f"{tmp}/run"),
-            None,
-            ROOT,
-        )
-
-    def reference(url: str, model: str) -> tuple[list[str], None, Path]:
-        return reference_cmd(floor, url, model, streams, tokens, seconds), None, ROOT
-
     print(f"  locust-llm and {floor} at once, {streams} streams each, {tokens} tokens ...", file=sys.stderr,
           flush=True)  # fmt: skip
     flip = repeat % 2 == 1
     with tempfile.TemporaryDirectory() as tmp:
+
+        def ours(url: str, model: str) -> tuple[list[str], None, Path]:
+            cmd = chat_user_cmd(ROOT / "locustfile.py", url, model, streams, seconds, WARMUP_S, tokens, f"{tmp}/run")
+            return cmd, None, ROOT
+
+        def reference(url: str, model: str) -> tuple[list[str], None, Path]:
+            return reference_cmd(floor, url, model, streams, tokens, seconds), None, ROOT
+
         window = run_at_once([reference, ours] if flip else [ours, reference], seconds=seconds,
                              startup_s=2.5 + WARMUP_S, server_core=server_core, core=core,
                              sim_args=("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)))  # fmt: skip
