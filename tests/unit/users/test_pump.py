@@ -389,6 +389,11 @@ LOOKS_FRAMED = [frame(token("a") + INNER)[: -len(INNER) - 2], INNER + b"\r\n"]  
         pytest.param(frame(token("")), 0, id="empty content"),
         pytest.param(frame(token('h\u00e9\n"\\ \u2603')), 1, id="escapes and non-ASCII"),
         pytest.param(frame(token("a").replace(b'"a"', b'"a","role":"x"')), 1, id="a second field"),
+        pytest.param(frame(token("a").replace(b'"a"', b'"a\\q"')), 0, id="a literal with an invalid escape"),
+        pytest.param(frame(token("a").replace(b'"a"', b'"a\x01"')), 0, id="a literal with a control character"),
+        pytest.param(frame(token("a").replace(b'"a"', b'"a"b"')), 0, id="a quote inside the literal"),
+        pytest.param(frame(token("a").replace(b'"a"', b'"\xff"')), 0, id="a literal that is not UTF-8"),
+        pytest.param(frame(token("a").replace(b'"a"', b"null")), 0, id="a content that is not a string"),
         pytest.param(frame(token("a") + token("b")), 2, id="two events in one chunk"),
         pytest.param(frame(token("a")) + frame(token("b"))[:7], 2, id="a chunk and the next's start"),
         pytest.param(frame(token("a").replace(b"\n", b"\r\n")), 1, id="CRLF line ends"),
@@ -421,8 +426,8 @@ def test_the_usual_read_is_taken_in_one_step_and_tokens_after_done_are_ignored(m
     import locust_llm.users.pump as pump_module
 
     taken = []
-    real = pump_module.is_content_literal
-    monkeypatch.setattr(pump_module, "is_content_literal", lambda literal: taken.append(literal) or real(literal))
+    real = pump_module.loads  # the usual read's check of its literal
+    monkeypatch.setattr(pump_module, "loads", lambda literal: taken.append(literal) or real(literal))
     result = shipped(timed([*LEARNED, frame(token("l")), frame(token("o")), frame(DONE), frame(token("x")), END]),
                      monkeypatch)  # fmt: skip
     assert (
@@ -436,8 +441,8 @@ def test_a_chunk_of_4096_bytes_or_more_is_not_the_usual_read_and_still_gives_its
     import locust_llm.users.pump as pump_module
 
     taken = []
-    real = pump_module.is_content_literal
-    monkeypatch.setattr(pump_module, "is_content_literal", lambda literal: taken.append(literal) or real(literal))
+    real = pump_module.loads  # the usual read's check of its literal
+    monkeypatch.setattr(pump_module, "loads", lambda literal: taken.append(literal) or real(literal))
     text = "b" * (size - len(token("")))  # a chunk of exactly `size` bytes
     chunk = frame(token(text))
     assert chunk.startswith(b"%x\r\n" % size) and len(chunk) == len(b"%x" % size) + 4 + size
