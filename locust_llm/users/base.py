@@ -35,11 +35,6 @@ __all__ = ["LLMUserMixin"]
 _NUMBERS = itertools.count(1)
 
 
-def _polls() -> int:
-    """How many times the event loop has polled (libev's count, on gevent's default loop), or -1 where unknown."""
-    return getattr(gevent.get_hub().loop, "iteration", -1)
-
-
 class LLMUserMixin:
     """Mix into a Locust ``User``; subclasses implement :meth:`send`."""
 
@@ -67,7 +62,6 @@ class LLMUserMixin:
         self.flow = Flow(self._send_turn if self.keep_reply else self.send, self.llm.recorder, config.flow, self.rng)
         self.user_agent = f"locust-llm/{__version__} (user {os.getpid()}-{self.user_number})"
         self._intended_ns = 0
-        self._paused_at = -1  # the loop's polls at the end of the previous pause (_pause)
         self.open_loop = OpenLoop(self, getattr(environment.runner, "worker_index", 0)) if config.open_loop else None
 
     def send(
@@ -102,25 +96,11 @@ class LLMUserMixin:
         return seconds
 
     def on_start(self) -> None:
-        taskset = getattr(self, "_taskset_instance", None)  # Locust's, made just before on_start
-        if taskset is not None and callable(getattr(taskset, "_sleep", None)):
-            taskset._sleep = self._pause
         if self.open_loop is not None:
             return  # arrivals are spread by their schedule
         delay = self.rng.random() * self.first_request_spread_s
         self._intended_ns = time.perf_counter_ns() + int(delay * 1e9)
         gevent.sleep(delay)
-        self._paused_at = _polls()  # the first task's pause is judged from here
-
-    def _pause(self, seconds: float) -> None:
-        """Locust's pause between two tasks (``wait_time``'s seconds): skipped when it is zero and the event loop has
-        polled since the previous pause (the task waited for the network, so every greenlet ready then has run);
-        else ``gevent.sleep(seconds)`` as Locust does, so a task that never waited still yields to the others."""
-        polls = _polls()
-        if seconds > 0 or polls < 0 or polls == self._paused_at:
-            gevent.sleep(seconds)
-            polls = _polls()
-        self._paused_at = polls
 
     def on_stop(self) -> None:
         if self.open_loop is not None:
