@@ -81,23 +81,15 @@ class Flow:
         self.rng = rng
         self.clock = clock
         self.cooldown_ns: dict[str, int] = {}  # model -> until when this user must not send to it
-        self._routes: dict[str, list[str]] = {}  # primary -> its route (step 2)
 
     def request(self, primary: str, messages: Sequence[Message], max_tokens: int, intended_ns: int) -> RequestResult:
         """Make one client request (module docstring); returns the final attempt."""
         client_start = intended_ns
-        route = self._routes.get(primary) or self._routes.setdefault(
-            primary, [primary, *(m for m in self.config.fallbacks if m != primary)]
-        )
+        route = [primary, *(m for m in self.config.fallbacks if m != primary)]
         retries = 0
         while True:
-            if len(route) == 1 and not self.cooldown_ns:  # one model, never refused: steps 1 and 2 are no-ops
-                result, wait = self._attempt(primary, primary, messages, max_tokens, intended_ns, retries)
-                if retries:
-                    self.recorder.count("retries", primary)
-            else:
-                intended_ns = self._wait_turn(route, primary, intended_ns)
-                result, wait = self._route(route, messages, max_tokens, intended_ns, retries)
+            intended_ns = self._wait_turn(route, primary, intended_ns)
+            result, wait = self._route(route, messages, max_tokens, intended_ns, retries)
             if result.ok:
                 break
             delay = self._retry_delay(result, wait, retries)

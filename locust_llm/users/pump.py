@@ -84,7 +84,8 @@ simulator measured as its writes returned was -0.06 to +0.22 ms with the kernel'
 out.
 
 Only plain sockets are pumped: a TLS socket's readiness says nothing about decrypted bytes (they may sit in the SSL
-object's buffer), so TLS streams take the line loop of :mod:`.stream`, which stamps the reads it waited for alike.
+object's buffer), so TLS streams take the line loop of :mod:`.stream`, which stamps the reads it waited for by
+the same rule.
 """
 
 from __future__ import annotations
@@ -96,9 +97,8 @@ from typing import Any
 
 import gevent._socket3
 from gevent.hub import Waiter, get_hub
-from orjson import JSONDecodeError, loads
 
-from locust_llm.sse import SSEDecoder, TokenShape
+from locust_llm.sse import SSEDecoder, TokenShape, is_content_literal
 from locust_llm.users.chunked import SIZE_LINES, SIZES, Unchunker
 from locust_llm.users.stamps import CMSG_BYTES, kernel_stamps, received_ns
 
@@ -203,17 +203,11 @@ def pump(
                 n = len(data)
                 if i > 0 and data.startswith(head, i) and data.endswith(tail) and (size := n - i - 4) < SIZES:
                     literal = data[i + len(head) : n - len(tail)]  # size > 0: the head is 8 bytes or more
-                    # is_content_literal(literal), inline (a call per token): quoted, then valid JSON
-                    if data.startswith(SIZE_LINES[size]) and len(literal) > 2 and literal[0] == 34 == literal[-1]:
-                        try:
-                            loads(literal)
-                        except JSONDecodeError:
-                            pass
-                        else:
-                            token_ns.append(now)  # type: ignore[union-attr]  # head is set only with tokens
-                            if slices is not None:
-                                slices.append(literal)
-                            return
+                    if data.startswith(SIZE_LINES[size]) and is_content_literal(literal):
+                        token_ns.append(now)  # type: ignore[union-attr]  # head is set only with tokens
+                        if slices is not None:
+                            slices.append(literal)
+                        return
             if not data:  # end of file: the parser gets what it has not seen; the readline loop judges
                 if unchunker is not None:
                     unchunker.end_of_file()

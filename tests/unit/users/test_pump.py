@@ -426,8 +426,8 @@ def test_the_usual_read_is_taken_in_one_step_and_tokens_after_done_are_ignored(m
     import locust_llm.users.pump as pump_module
 
     taken = []
-    real = pump_module.loads  # the usual read's check of its literal
-    monkeypatch.setattr(pump_module, "loads", lambda literal: taken.append(literal) or real(literal))
+    real = pump_module.is_content_literal
+    monkeypatch.setattr(pump_module, "is_content_literal", lambda literal: taken.append(literal) or real(literal))
     result = shipped(timed([*LEARNED, frame(token("l")), frame(token("o")), frame(DONE), frame(token("x")), END]),
                      monkeypatch)  # fmt: skip
     assert (
@@ -441,8 +441,8 @@ def test_a_chunk_of_4096_bytes_or_more_is_not_the_usual_read_and_still_gives_its
     import locust_llm.users.pump as pump_module
 
     taken = []
-    real = pump_module.loads  # the usual read's check of its literal
-    monkeypatch.setattr(pump_module, "loads", lambda literal: taken.append(literal) or real(literal))
+    real = pump_module.is_content_literal
+    monkeypatch.setattr(pump_module, "is_content_literal", lambda literal: taken.append(literal) or real(literal))
     text = "b" * (size - len(token("")))  # a chunk of exactly `size` bytes
     chunk = frame(token(text))
     assert chunk.startswith(b"%x\r\n" % size) and len(chunk) == len(b"%x" % size) + 4 + size
