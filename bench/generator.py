@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import platform
 import shutil
 import ssl
 import subprocess
@@ -64,6 +65,8 @@ from _verdict import (
 )
 
 TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
+MIN_SECONDS = WARMUP_S + 4.0
+"""The shortest ``--seconds``: the warm-up, a measured window of 2 s, and the 2 s left out before the end."""
 TURNS_GOAL = 1.05
 CPU_GOAL = 1.5  # x the floor's CPU per token
 TTFT_P99_GOAL_MS, ITL_P99_GOAL_MS = 1.0, 0.6  # above the floor's p99 error
@@ -246,11 +249,17 @@ def main() -> None:
     args = parser.parse_args()
     if args.turns is not None and args.turns < 2:
         parser.error(f"--turns must be an integer >= 2, got {args.turns}")
+    counts = _counts(args.streams)
+    if counts is None:
+        parser.error(f"--streams must be integers >= 1, comma-separated; got {args.streams!r}")
     lengths = _lengths(args.max_tokens)
     if lengths is None:
         parser.error(f"--max-tokens must be integers >= 2, comma-separated, none twice; got {args.max_tokens!r}")
     if args.repeat < 1:
         parser.error(f"--repeat must be an integer >= 1, got {args.repeat}")
+    if not args.seconds >= MIN_SECONDS:
+        parser.error(f"--seconds must be at least {MIN_SECONDS:g} (a {WARMUP_S:g} s warm-up, a window of at least 2 s "
+                     f"and 2 s before the end), got {args.seconds:g}")  # fmt: skip
     generators = args.generators.split(",") + ([f"locust-llm --turns {args.turns}"] if args.turns else [])
     available = cores()
     server_core, gen_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
@@ -258,7 +267,7 @@ def main() -> None:
     if "locust-llm" not in generators:
         floors = []
     rows, together = [], []
-    for streams in (int(s) for s in args.streams.split(",")):
+    for streams in counts:
         for repeat in range(args.repeat):
             for tokens in lengths:
                 for tls in (False, True) if args.tls else (False,):
@@ -268,6 +277,8 @@ def main() -> None:
                         rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core, tokens))
                 for floor in floors:
                     together.append(at_once(floor, streams, tokens, repeat, args.seconds, server_core, gen_core))
+    print(f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable}); the "
+          "interpreter's build moves every generator's CPU (README, Generator cost)")  # fmt: skip
     print(table(rows))
     if together:
         print("\nCPU at once (bench/_at_once.py): locust-llm and a floor on the generator's core at the same time")
@@ -318,6 +329,15 @@ def at_once(
         "server_steal_pct": round(window.server_steal_pct, 1),
         "steal_pct": round(window.steal_pct, 1),
     }
+
+
+def _counts(text: str) -> list[int] | None:
+    """The stream counts of ``--streams``, or None when one is not an integer >= 1."""
+    try:
+        counts = [int(part) for part in text.split(",")]
+    except ValueError:
+        return None
+    return counts if all(n >= 1 for n in counts) else None
 
 
 def _lengths(text: str) -> list[int] | None:
