@@ -1,8 +1,9 @@
 """``LLMUserMixin``: what every locust-llm user shares: config, workload, seeded randomness, the flow, pacing.
 
 A user class mixes it into a Locust ``User``, provides :meth:`LLMUserMixin.send` (one attempt on one model) and
-calls :meth:`LLMUserMixin.setup_llm` in ``__init__``. Its one task is :meth:`LLMUserMixin.chat_once`: one client
-request through the :class:`~locust_llm.users.flow.Flow` (retries, fallbacks, hedging). With conversations
+calls :meth:`LLMUserMixin.setup_llm` in ``__init__``. Its one task is :meth:`LLMUserMixin.chat_once`: client
+requests through the :class:`~locust_llm.users.flow.Flow` (retries, fallbacks, hedging), the next sent from inside
+the task where Locust's task loop would only come back to it at once (:meth:`LLMUserMixin._goes_on`). With conversations
 (``--turns``), that request is the next turn of the user's conversation
 (:class:`~locust_llm.workload.conversation.Conversation`), and ``--think-time`` paces the turns.
 """
@@ -33,6 +34,8 @@ if TYPE_CHECKING:  # importing Locust monkey-patches the process with gevent: on
 __all__ = ["LLMUserMixin"]
 
 _NUMBERS = itertools.count(1)
+_RUNNING = "running"
+"""Locust's state of a user running its tasks (``locust.user.users.LOCUST_STATE_RUNNING``)."""
 
 
 class LLMUserMixin:
@@ -46,6 +49,8 @@ class LLMUserMixin:
     conversation: Conversation | None = None
     keep_reply = False
     """Whether :meth:`send` keeps the answer's text in ``RequestResult.reply`` (conversations need it)."""
+    _pause: float | None = None
+    """A pause above zero drawn by :meth:`_goes_on`, for Locust's next ``wait_time()`` call."""
 
     def setup_llm(self, environment: Environment) -> None:
         from locust_llm.run import llm_run
@@ -91,7 +96,8 @@ class LLMUserMixin:
         return self.workload.think_time.draw(self.rng)
 
     def wait_time(self) -> float:
-        seconds = self.think_time_s()
+        seconds = self.think_time_s() if self._pause is None else self._pause
+        self._pause = None
         self._intended_ns = time.perf_counter_ns() + int(seconds * 1e9)
         return seconds
 
@@ -107,19 +113,50 @@ class LLMUserMixin:
             self.open_loop.stop()
 
     def chat_once(self) -> None:
-        """One client request (the user classes' task); none once the run was stopped (see ``LLMRun.fatal``). With
-        ``--rates``, the task runs this process's arrivals instead (:mod:`locust_llm.users.open_loop`)."""
+        """The user classes' task: a client request, and the next ones at once while nothing would come between them
+        (:meth:`_goes_on`); none once the run was stopped (see ``LLMRun.fatal``). With ``--rates``, the task runs this
+        process's arrivals instead (:mod:`locust_llm.users.open_loop`)."""
         if self.llm.fatal_message:
             gevent.sleep(1.0)
             return
         if self.open_loop is not None:
             self.open_loop.run()
             return
-        if self.keep_reply:
-            self._next_turn()
-            return
-        messages, max_tokens = self.workload.messages(self.rng)
-        self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
+        loop = gevent.get_hub().loop
+        while True:
+            polls = loop.iteration
+            if self.keep_reply:
+                self._next_turn()
+            else:
+                messages, max_tokens = self.workload.messages(self.rng)
+                self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
+            if not self._goes_on(loop.iteration != polls):
+                return
+
+    def _goes_on(self, waited: bool) -> bool:
+        """Whether the next request is sent from inside this task, where Locust's task loop would only come back to it
+        at once: this is the class's only task and :meth:`wait_time` is not overridden (else Locust chooses and
+        paces), the user is running (a graceful stop ends it here, as Locust's pause would), the run was not stopped,
+        and the pause drawn for the next request (:meth:`think_time_s`, drawn once: a pause above zero is kept for
+        Locust's ``wait_time()`` call) is zero, its start dated now as :meth:`wait_time` dates it. Locust's zero pause
+        is a ``gevent.sleep(0)``, which lets the other greenlets ready to run go first; it is slept here only when the
+        request never waited on the event loop (``waited``: libev's count of polls moved during it; not, for a
+        connection refused at once): one that waited let them run then. Locust's loop around every request cost
+        1.4 % of the CPU per token (``python bench/pair.py``, 128 streams of 64 tokens, six pairs: 0.986 without it,
+        2026-12-03)."""
+        kind = type(self)
+        if kind.tasks != [LLMUserMixin.chat_once] or kind.wait_time is not LLMUserMixin.wait_time:
+            return False
+        if getattr(self, "_state", None) != _RUNNING or self.llm.fatal_message:  # Locust's User has ``_state``
+            return False
+        seconds = self.think_time_s()
+        if seconds > 0:
+            self._pause = seconds
+            return False
+        self._intended_ns = time.perf_counter_ns()
+        if not waited:
+            gevent.sleep(0)
+        return getattr(self, "_state", None) == _RUNNING and not self.llm.fatal_message
 
     def _next_turn(self) -> None:
         """The next turn of the user's conversation (a new one when it ended)."""
