@@ -249,7 +249,7 @@ def main() -> None:
     args = parser.parse_args()
     if args.turns is not None and args.turns < 2:
         parser.error(f"--turns must be an integer >= 2, got {args.turns}")
-    counts = _counts(args.streams)
+    counts = _ints(args.streams, 1)
     if counts is None:
         parser.error(f"--streams must be integers >= 1, comma-separated; got {args.streams!r}")
     lengths = _lengths(args.max_tokens)
@@ -331,23 +331,22 @@ def at_once(
     }
 
 
-def _counts(text: str) -> list[int] | None:
-    """The stream counts of ``--streams``, or None when one is not an integer >= 1."""
+def _ints(text: str, least: int, distinct: bool = False) -> list[int] | None:
+    """The comma-separated integers of ``text``, or None when one is not an integer >= ``least`` (or, ``distinct``,
+    one is given twice)."""
     try:
-        counts = [int(part) for part in text.split(",")]
+        values = [int(part) for part in text.split(",")]
     except ValueError:
         return None
-    return counts if all(n >= 1 for n in counts) else None
+    if any(n < least for n in values) or (distinct and len(set(values)) != len(values)):
+        return None
+    return values
 
 
 def _lengths(text: str) -> list[int] | None:
     """The answer lengths of ``--max-tokens`` (module docstring), or None when one is not an integer >= 2 or one is
     given twice."""
-    try:
-        lengths = [int(part) for part in text.split(",")]
-    except ValueError:
-        return None
-    return lengths if all(n >= 2 for n in lengths) and len(set(lengths)) == len(lengths) else None
+    return _ints(text, 2, distinct=True)
 
 
 def split_lines(rows: list[dict], at_tokens: int = MAX_TOKENS) -> list[str]:

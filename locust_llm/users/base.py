@@ -38,6 +38,18 @@ _RUNNING = "running"
 """Locust's state of a user running its tasks (``locust.user.users.LOCUST_STATE_RUNNING``)."""
 
 
+def _paced_by_itself(kind: Any) -> bool:
+    """Whether Locust's task loop would only come back to ``kind``'s one task at once: ``chat_once`` is its only task
+    and :meth:`LLMUserMixin.wait_time` is not overridden (else Locust chooses and paces). Judged once per class."""
+    paced = _PACED.get(kind)
+    if paced is None:
+        paced = _PACED[kind] = kind.tasks == [LLMUserMixin.chat_once] and kind.wait_time is LLMUserMixin.wait_time
+    return paced
+
+
+_PACED: dict[Any, bool] = {}
+
+
 class LLMUserMixin:
     """Mix into a Locust ``User``; subclasses implement :meth:`send`."""
 
@@ -144,18 +156,20 @@ class LLMUserMixin:
         connection refused at once): one that waited let them run then. Locust's loop around every request cost
         1.4 % of the CPU per token (``python bench/pair.py``, 128 streams of 64 tokens, six pairs: 0.986 without it,
         2026-12-03)."""
-        kind = type(self)
-        if kind.tasks != [LLMUserMixin.chat_once] or kind.wait_time is not LLMUserMixin.wait_time:
-            return False
-        if getattr(self, "_state", None) != _RUNNING or self.llm.fatal_message:  # Locust's User has ``_state``
+        if not _paced_by_itself(type(self)) or not self._running():
             return False
         seconds = self.think_time_s()
         if seconds > 0:
             self._pause = seconds
             return False
         self._intended_ns = time.perf_counter_ns()
-        if not waited:
-            gevent.sleep(0)
+        if waited:
+            return True
+        gevent.sleep(0)
+        return self._running()  # a stop may have come while the others ran
+
+    def _running(self) -> bool:
+        """Locust's user is running (``_state``, which Locust's ``User`` has) and the run was not stopped."""
         return getattr(self, "_state", None) == _RUNNING and not self.llm.fatal_message
 
     def _next_turn(self) -> None:
