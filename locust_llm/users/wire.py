@@ -113,9 +113,17 @@ def post(
         if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
             pool.release_socket(sock)
             raise
-        # the server may have answered before it closed: read that answer, as HTTPClient.request does
+        # the server may have answered before it closed: read that answer, as HTTPClient.request does (the response
+        # owns the connection from here, and frees it however its reading ends)
         return Opened(HTTPSocketPoolResponse(sock, pool, **kwargs), None)
-    head, rest, rest_ns = _read_head(sock, pool, http.block_size, turn)
+    except BaseException:
+        pool.release_socket(sock)
+        raise
+    try:
+        head, rest, rest_ns = _read_head(sock, http.block_size, turn)
+    except BaseException:  # a read error, the deadline, a stop: no response owns the connection yet
+        pool.release_socket(sock)
+        raise
     if rest is not None:
         plain = plain_head(head)
         if plain is not None:
@@ -194,13 +202,13 @@ def _chunked(response: Any) -> bool:
     return header(response, "transfer-encoding").strip().lower() == "chunked"
 
 
-def _read_head(
-    sock: Any, pool: Any, block_size: int, turn: list[int] | None = None
-) -> tuple[bytes, bytes | None, int | None]:
+def _read_head(sock: Any, block_size: int, turn: list[int] | None = None) -> tuple[bytes, bytes | None, int | None]:
     """Read up to the head's blank line: (head, the bytes after it, when the kernel received the last read's bytes
     or ``None``), or (everything read, ``None``, ``None``) when the parser must judge the head itself (no
     ``\\r\\n\\r\\n`` end, an interim ``1xx``, the peer closed mid-head). ``turn``: the loop's
-    (:func:`~locust_llm.users.pump.turn_cell`) when the socket was set up for the kernel's receive times."""
+    (:func:`~locust_llm.users.pump.turn_cell`) when the socket was set up for the kernel's receive times. A read error
+    raises (``HTTPConnectionClosed`` when the connection closed before any byte); :func:`post` closes the connection
+    and frees its pool slot, as it does when the head's wait ends by the deadline or a stop."""
     data = b""
     at_ns = None
     plain = type(sock) is gevent._socket3.socket and sock.timeout is None
@@ -222,13 +230,11 @@ def _read_head(
                     wait_readable(sock)  # woken once the bytes already in for other streams are read
                     continue
         except OSError as exc:
-            pool.release_socket(sock)
             if exc.errno == errno.ECONNRESET and not data:
                 raise HTTPConnectionClosed("connection closed.") from None
             raise
         if not more:
             if not data:
-                pool.release_socket(sock)
                 raise HTTPConnectionClosed("connection closed.")
             return data, None, None  # the parser reads on, finds the end of the file and says what is wrong
         data += more

@@ -266,3 +266,70 @@ def test_a_connection_holding_bytes_nobody_asked_for_is_not_reused(serve):
 def test_a_tls_socket_is_judged_by_the_pools_own_check():
     assert wire._idle_and_open(lambda sock: sock == "tls socket", "tls socket") is True
     assert wire._idle_and_open(lambda sock: False, None) is False
+
+
+@pytest.mark.parametrize("network_timeout", [None, 30.0], ids=["waited on the loop", "read with a socket timeout"])
+@pytest.mark.parametrize("interrupt", ["deadline", "stop"])
+def test_a_request_whose_head_never_came_closes_its_connection_and_frees_its_pool_slot(network_timeout, interrupt):
+    """The request's deadline, or a Locust stop (which kills the user's greenlet), while its head is awaited: the
+    connection is closed and its pool slot freed. They were not: after ``concurrency`` such requests every later one
+    of that user waited for a slot until its own deadline and was reported as a timeout "before any response",
+    without reaching the server (a slow server's knee would have read as a wall of timeouts)."""
+    from locust_llm.metrics import Outcome
+    from locust_llm.users.stream import run_stream
+
+    stalled = []
+
+    def handle(sock, _address):
+        sock.recv(65536)
+        stalled.append(sock)
+        gevent.sleep(5)
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    http = HTTPClient("127.0.0.1", server.server_port, network_timeout=network_timeout, connection_timeout=5,
+                      concurrency=2)  # fmt: skip
+    try:
+        for n in range(1, 4):
+            if interrupt == "deadline":
+                result = run_stream(http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=0.2, intended_ns=0)
+                assert result.outcome is Outcome.TIMEOUT
+            else:
+                user = gevent.spawn(run_stream, http, "/v1/chat/completions", b"{}", {}, model="m", timeout_s=5,
+                                    intended_ns=0)  # fmt: skip
+                with gevent.Timeout(5):
+                    while len(stalled) < n:
+                        gevent.sleep(0.01)
+                user.kill()
+            assert len(stalled) == n  # every request reached the server
+            assert http._connection_pool._semaphore.counter == 2  # both slots free
+            assert stalled[-1].recv(1) == b""  # and the client closed the connection
+    finally:
+        http.close()
+        server.stop()
+
+
+def test_a_request_whose_body_could_not_be_sent_by_its_deadline_frees_its_pool_slot():
+    """A server that reads nothing: the request's body (larger than the sockets' buffers) is still being sent when
+    the deadline ends the request; its connection is closed and its slot freed."""
+    from locust_llm.metrics import Outcome
+    from locust_llm.users.stream import run_stream
+
+    accepted = []
+
+    def handle(sock, _address):
+        accepted.append(sock)
+        gevent.sleep(5)
+
+    server = StreamServer(("127.0.0.1", 0), handle)
+    server.start()
+    http = HTTPClient("127.0.0.1", server.server_port, network_timeout=None, connection_timeout=5, concurrency=1)
+    try:
+        for n in range(1, 3):
+            result = run_stream(http, "/v1/chat/completions", b"x" * (64 << 20), {}, model="m", timeout_s=0.3,
+                                intended_ns=0)  # fmt: skip
+            assert result.outcome is Outcome.TIMEOUT
+            assert len(accepted) == n and http._connection_pool._semaphore.counter == 1
+    finally:
+        http.close()
+        server.stop()
