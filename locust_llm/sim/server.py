@@ -274,7 +274,11 @@ async def serve(
     ``locust-llm sim TLS CA: PATH`` (the file a client trusts).
     """
     server = SimServer(config, prefix_mode)
-    runner = web.AppRunner(server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0)
+    # handler_cancellation: a request whose client went away is cancelled at once (its handler's ``finally`` frees
+    # its queue place, KV blocks and rate-limit slot), as a serving engine aborts it; not when its turn would come
+    runner = web.AppRunner(
+        server.app(), access_log=None, handle_signals=False, shutdown_timeout=1.0, handler_cancellation=True
+    )
     await runner.setup()
     sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
