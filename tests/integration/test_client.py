@@ -110,9 +110,10 @@ def test_hedging_keeps_the_first_to_stream_and_cancels_the_other(tmp_path):
     assert float(rows["fast"]["sched_lag_p99_ms"]) < 10  # each hedge is sent when it is meant to be
     primary = rows["sim-llm"]
     hedges, wins = int(primary["hedges"]), int(primary["hedge_wins"])
-    # a hedge is filed when it fires and its win when its first token comes: at the edges of the steady window one
-    # of the two can fall outside it
-    assert hedges > 0 and abs(hedges - wins) <= 2
+    # a hedge is filed when it fires and its win when its first token comes: at each edge of the steady window one of
+    # the two can fall outside it, at most once per user (a user has one hedge in flight), so they differ by at most
+    # the users (4); a CI run read 103 hedges and 100 wins, over the 2 this bound once was
+    assert hedges > 0 and abs(hedges - wins) <= 4
     assert int(rows["fast"]["ok"]) > 0 and "sim-llm" not in {m for m, r in rows.items() if int(r["ok"])}
     assert served["sim-llm"]["cancelled"] > 0  # the losers were cancelled, not left running
     assert float(primary["client_e2e_p50_ms"]) < 400  # hedging bounded the tail the slow model would give
