@@ -99,22 +99,40 @@ def run_at_once(
     models = MODELS[: len(launches)]
     extra = [arg for model in models[1:] for arg in ("--add-model", model)]
     proc, url = start_server(
-        [PY, "-m", "locust_llm.sim", "--port", "0", *sim_args, "--capacity", "100000", "--context-tokens", "100000",
-         *extra],
+        [
+            PY,
+            "-m",
+            "locust_llm.sim",
+            "--port",
+            "0",
+            *sim_args,
+            "--capacity",
+            "100000",
+            "--context-tokens",
+            "100000",
+            *extra,
+        ],
         server_core,
-    )  # fmt: skip
+    )
     origin = url.rsplit("/v1", 1)[0]
     gens: list[subprocess.Popen[bytes]] = []
     try:
         for launch, model in zip(launches, models, strict=True):
             cmd, env, cwd = launch(url, model)
-            gens.append(subprocess.Popen(pinned(cmd, core), cwd=cwd, env=env, stdout=subprocess.DEVNULL,
-                                         stderr=subprocess.DEVNULL))  # fmt: skip
+            gens.append(
+                subprocess.Popen(
+                    pinned(cmd, core), cwd=cwd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+                )
+            )
         time.sleep(startup_s)
 
         def sample() -> tuple[list[tuple[float, int]], dict, float, float]:
-            return ([(cpu_s(p.pid), wakeups(p.pid)) for p in gens], sim_stats(origin), steal_s(server_core),
-                    steal_s(core))  # fmt: skip
+            return (
+                [(cpu_s(p.pid), wakeups(p.pid)) for p in gens],
+                sim_stats(origin),
+                steal_s(server_core),
+                steal_s(core),
+            )
 
         before = sample()
         t0 = time.monotonic()
@@ -135,6 +153,7 @@ def run_at_once(
             raise SystemExit(f"bench: the generator on {model} was sent no tokens in an at-once window")
         shares.append(Share(after[0][i][0] - before[0][i][0], tokens, after[0][i][1] - before[0][i][1]))
     sent = sum(share.tokens for share in shares)
-    late = sum(after[1]["models"][m]["tokens_late_over_5ms"] - before[1]["models"][m]["tokens_late_over_5ms"]
-               for m in models)  # fmt: skip
+    late = sum(
+        after[1]["models"][m]["tokens_late_over_5ms"] - before[1]["models"][m]["tokens_late_over_5ms"] for m in models
+    )
     return Window(shares, 100 * late / sent, 100 * (after[2] - before[2]) / wall, 100 * (after[3] - before[3]) / wall)

@@ -50,10 +50,12 @@ def wait_s(pid: int) -> float:
 
 
 SCHED_CHOICES = ("auto", "fifo", "normal")
-SCHED_HELP = ("How the server runs: fifo (real-time, its --realtime; the ideal writer too), normal, or auto (fifo "
-              "when this user may and the server has a core of its own, else normal; default). Under normal "
-              "scheduling the kernel's threads take the server's core for milliseconds at a time "
-              "(server_wait_pct).")  # fmt: skip
+SCHED_HELP = (
+    "How the server runs: fifo (real-time, its --realtime; the ideal writer too), normal, or auto (fifo "
+    "when this user may and the server has a core of its own, else normal; default). Under normal "
+    "scheduling the kernel's threads take the server's core for milliseconds at a time "
+    "(server_wait_pct)."
+)
 
 
 def realtime_wanted(choice: str, own_core: bool = True) -> bool:
@@ -63,13 +65,17 @@ def realtime_wanted(choice: str, own_core: bool = True) -> bool:
         return False
     if not own_core:
         if choice == "fifo":
-            raise SystemExit("error: --sched fifo: the server needs a core of its own (this process may use one "
-                             "core); use --sched normal or auto")  # fmt: skip
+            raise SystemExit(
+                "error: --sched fifo: the server needs a core of its own (this process may use one "
+                "core); use --sched normal or auto"
+            )
         return False
     allowed = realtime_allowed()
     if choice == "fifo" and not allowed:
-        raise SystemExit("error: --sched fifo: this user may not use SCHED_FIFO (needs root, CAP_SYS_NICE or "
-                         "ulimit -r >= 1); use --sched normal or auto")  # fmt: skip
+        raise SystemExit(
+            "error: --sched fifo: this user may not use SCHED_FIFO (needs root, CAP_SYS_NICE or "
+            "ulimit -r >= 1); use --sched normal or auto"
+        )
     return allowed
 
 
@@ -96,9 +102,29 @@ def chat_user_cmd(
 ) -> list[str]:
     """A headless locust-llm run of ``locustfile``'s users: ``streams`` users for one step of ``seconds`` against
     ``url``'s ``model``, its CSVs at ``csv``."""
-    return [PY, "-m", "locust", "-f", str(locustfile), "--headless", "--host", url, "--model", model, "--steps",
-            str(streams), "--step-duration", f"{seconds}s", "--warmup", f"{warmup_s}s", "--max-tokens",
-            str(max_tokens), "--csv", csv, "--only-summary"]  # fmt: skip
+    return [
+        PY,
+        "-m",
+        "locust",
+        "-f",
+        str(locustfile),
+        "--headless",
+        "--host",
+        url,
+        "--model",
+        model,
+        "--steps",
+        str(streams),
+        "--step-duration",
+        f"{seconds}s",
+        "--warmup",
+        f"{warmup_s}s",
+        "--max-tokens",
+        str(max_tokens),
+        "--csv",
+        csv,
+        "--only-summary",
+    ]
 
 
 def cores() -> list[int]:

@@ -6,7 +6,7 @@ form a pair. Rules (each a pure function, tested in ``tests/unit/test_bench_verd
 
 - **Disturbed runs.** A run whose pacing server fell behind, writing more than :data:`SERVER_BEHIND_PCT` % of the
   window's tokens over 5 ms late (the simulator's own rule for when its timing stops being ground truth,
-  ``BehindWatch`` in ``locust_llm/sim/runtime.py``), was disturbed: its stalls turn a steady stream of tokens into
+  ``BehindWatch`` in ``locust_llm/sim/replicas.py``), was disturbed: its stalls turn a steady stream of tokens into
   bursts, which change what a token costs a generator and how late it reads it. A pair with a disturbed run is
   left out of every verdict. (Until 2026-12-02 the rule was a lateness p99 over 3 ms, when the errors were
   measured against the schedule and so carried the server's lateness; on this project's shared VM, whose host
@@ -198,8 +198,11 @@ def reads_alike(pair: Row, ours_alone: Sequence[Row], floor_alone: Sequence[Row]
     wake-up; a generator that needs much of the core (the asyncio floor at 512 streams: 4.4-5.7 wake-ups per 100
     tokens at once, 9.3 alone) batches more at once. Without runs alone to compare, a pair is taken as alike."""
     for key, runs in (("wakeups_per_100_tokens", ours_alone), ("floor_wakeups_per_100_tokens", floor_alone)):
-        alone = [float(r["wakeups_per_100_tokens"]) for r in runs
-                 if isinstance(r.get("wakeups_per_100_tokens"), int | float) and not disturbed(r)]  # fmt: skip
+        alone = [
+            float(r["wakeups_per_100_tokens"])
+            for r in runs
+            if isinstance(r.get("wakeups_per_100_tokens"), int | float) and not disturbed(r)
+        ]
         value, median = pair.get(key), statistics.median(alone) if alone else 0.0
         if median > 0 and isinstance(value, int | float) and abs(float(value) / median - 1) > WAKEUPS_ALIKE:
             return False

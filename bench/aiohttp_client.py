@@ -17,7 +17,7 @@ import time
 
 import aiohttp
 
-from locust_llm.histogram import Histogram
+from locust_llm.measure.histogram import Histogram
 
 
 async def user(session, url, body, start, end, window, ttft, itl, counts):

@@ -16,7 +16,7 @@ import time
 
 import aiohttp
 
-from locust_llm.histogram import Histogram
+from locust_llm.measure.histogram import Histogram
 
 
 async def one(session, url, body, scheduled, window, hists, counts):
@@ -41,8 +41,9 @@ async def one(session, url, body, scheduled, window, hists, counts):
 
 
 async def main(url, model, rate, max_tokens, seconds, warmup_s):
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "bench"}],
-                       "max_tokens": max_tokens, "stream": True}).encode()  # fmt: skip
+    body = json.dumps(
+        {"model": model, "messages": [{"role": "user", "content": "bench"}], "max_tokens": max_tokens, "stream": True}
+    ).encode()
     hists = {"ttft": Histogram(), "itl": Histogram(), "arrival": Histogram()}
     counts = {"tokens": 0}
     t0 = time.perf_counter_ns()
@@ -62,9 +63,14 @@ async def main(url, model, rate, max_tokens, seconds, warmup_s):
             task.add_done_callback(tasks.discard)
         await asyncio.gather(*tasks)
     q = lambda h, p: round(h.quantile(p) / 1e6, 3)  # noqa: E731
-    result = {"ttft_p50_ms": q(hists["ttft"], 0.5), "ttft_p99_ms": q(hists["ttft"], 0.99),
-              "itl_p50_ms": q(hists["itl"], 0.5), "itl_p99_ms": q(hists["itl"], 0.99),
-              "arrival_err_p99_ms": q(hists["arrival"], 0.99), "tokens": counts["tokens"]}  # fmt: skip
+    result = {
+        "ttft_p50_ms": q(hists["ttft"], 0.5),
+        "ttft_p99_ms": q(hists["ttft"], 0.99),
+        "itl_p50_ms": q(hists["itl"], 0.5),
+        "itl_p99_ms": q(hists["itl"], 0.99),
+        "arrival_err_p99_ms": q(hists["arrival"], 0.99),
+        "tokens": counts["tokens"],
+    }
     print(json.dumps(result), flush=True)
 
 

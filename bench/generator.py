@@ -131,16 +131,27 @@ def measure(
     cpu1, tokens1, late1, stats, steal1, own1, woke1 = sample()
     wall = time.monotonic() - t0
     out, _ = proc.communicate(timeout=seconds + 120)
-    return Window(cpu1 - cpu0, tokens1 - tokens0, late1 - late0, wall, steal1 - steal0, own1 - own0, stats, out,
-                  woke1 - woke0)  # fmt: skip
+    return Window(
+        cpu1 - cpu0, tokens1 - tokens0, late1 - late0, wall, steal1 - steal0, own1 - own0, stats, out, woke1 - woke0
+    )
 
 
-def reference_cmd(kind: str, url: str, model: str, streams: int, max_tokens: int, seconds: float,
-                  ca: str | None = None) -> list[str]:  # fmt: skip
+def reference_cmd(
+    kind: str, url: str, model: str, streams: int, max_tokens: int, seconds: float, ca: str | None = None
+) -> list[str]:
     """The command line of the reference client or a floor (``kind``) against ``url``'s ``model``."""
     client = {"aiohttp": "aiohttp_client.py", "raw-gevent": "raw_gevent_client.py"}.get(kind, "raw_client.py")
-    cmd = [PY, str(ROOT / "bench" / client), url, model, str(streams), str(max_tokens), str(seconds), str(WARMUP_S),
-           *([ca] if ca else [])]  # fmt: skip
+    cmd = [
+        PY,
+        str(ROOT / "bench" / client),
+        url,
+        model,
+        str(streams),
+        str(max_tokens),
+        str(seconds),
+        str(WARMUP_S),
+        *([ca] if ca else []),
+    ]
     return cmd + (["asyncio"] if kind == "raw-asyncio" else [])
 
 
@@ -258,8 +269,10 @@ def main() -> None:
     if args.repeat < 1:
         parser.error(f"--repeat must be an integer >= 1, got {args.repeat}")
     if not args.seconds >= MIN_SECONDS:
-        parser.error(f"--seconds must be at least {MIN_SECONDS:g} (a {WARMUP_S:g} s warm-up, a window of at least 2 s "
-                     f"and 2 s before the end), got {args.seconds:g}")  # fmt: skip
+        parser.error(
+            f"--seconds must be at least {MIN_SECONDS:g} (a {WARMUP_S:g} s warm-up, a window of at least 2 s "
+            f"and 2 s before the end), got {args.seconds:g}"
+        )
     generators = args.generators.split(",") + ([f"locust-llm --turns {args.turns}"] if args.turns else [])
     available = cores()
     server_core, gen_core = (available[0], available[1]) if len(available) >= 2 else (None, None)
@@ -277,8 +290,10 @@ def main() -> None:
                         rows.append(_one(kind, streams, tls, args.seconds, server_core, gen_core, tokens))
                 for floor in floors:
                     together.append(at_once(floor, streams, tokens, repeat, args.seconds, server_core, gen_core))
-    print(f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable}); the "
-          "interpreter's build moves every generator's CPU (README, Generator cost)")  # fmt: skip
+    print(
+        f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable}); the "
+        "interpreter's build moves every generator's CPU (README, Generator cost)"
+    )
     print(table(rows))
     if together:
         print("\nCPU at once (bench/_at_once.py): locust-llm and a floor on the generator's core at the same time")
@@ -300,8 +315,7 @@ def at_once(
     """locust-llm and ``floor``, ``streams`` streams each, at the same time on ``core``: one row of the CPU goal's
     pairs. The first model, and the first start, go to locust-llm in even repeats and to the floor in odd ones."""
 
-    print(f"  locust-llm and {floor} at once, {streams} streams each, {tokens} tokens ...", file=sys.stderr,
-          flush=True)  # fmt: skip
+    print(f"  locust-llm and {floor} at once, {streams} streams each, {tokens} tokens ...", file=sys.stderr, flush=True)
     flip = repeat % 2 == 1
     with tempfile.TemporaryDirectory() as tmp:
 
@@ -312,9 +326,14 @@ def at_once(
         def reference(url: str, model: str) -> tuple[list[str], None, Path]:
             return reference_cmd(floor, url, model, streams, tokens, seconds), None, ROOT
 
-        window = run_at_once([reference, ours] if flip else [ours, reference], seconds=seconds,
-                             startup_s=2.5 + WARMUP_S, server_core=server_core, core=core,
-                             sim_args=("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)))  # fmt: skip
+        window = run_at_once(
+            [reference, ours] if flip else [ours, reference],
+            seconds=seconds,
+            startup_s=2.5 + WARMUP_S,
+            server_core=server_core,
+            core=core,
+            sim_args=("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)),
+        )
     mine, base = window.shares[::-1] if flip else window.shares
     return {
         "streams": streams,
@@ -420,18 +439,28 @@ def verdicts(rows: list[dict], together: list[dict] | None = None) -> list[str]:
             unalike = len(pairs_at_once) - len(alike)
             note = f" ({unalike} pair(s) at once left out: a generator read unlike alone)" if unalike else ""
             if base in FLOORS and kind == "locust-llm" and alike:
-                verdict = judge(alike, alike, lambda a, _b: float(a["ratio"]), lambda r: r <= CPU_GOAL,
-                                alone_unsure=near(CPU_GOAL, AT_ONCE_NOISE))  # fmt: skip
-                lines.append(f"{streams:>4} streams: CPU per token {kind} / {base}, at once = "
-                             f"{verdict.text(f'<= {CPU_GOAL}')}{note}")  # fmt: skip
+                verdict = judge(
+                    alike,
+                    alike,
+                    lambda a, _b: float(a["ratio"]),
+                    lambda r: r <= CPU_GOAL,
+                    alone_unsure=near(CPU_GOAL, AT_ONCE_NOISE),
+                )
+                lines.append(
+                    f"{streams:>4} streams: CPU per token {kind} / {base}, at once = "
+                    f"{verdict.text(f'<= {CPU_GOAL}')}{note}"
+                )
                 median = judge(ours, ref, cpu_ratio, lambda r: True).median
                 shown = "-" if median is None else f"{median:.2f}"
-                lines.append(f"{streams:>4} streams: CPU per token {kind} / {base}, runs alone = {shown} (for "
-                             "information: runs one after the other vary by 10-20 %)")  # fmt: skip
+                lines.append(
+                    f"{streams:>4} streams: CPU per token {kind} / {base}, runs alone = {shown} (for "
+                    "information: runs one after the other vary by 10-20 %)"
+                )
             elif base in FLOORS:
                 verdict = judge(ours, ref, cpu_ratio, lambda r: r <= CPU_GOAL, alone_unsure=near(CPU_GOAL))
-                lines.append(f"{streams:>4} streams: CPU per token {kind} / {base} = {verdict.text(f'<= {CPU_GOAL}')}"
-                             f"{note}")  # fmt: skip
+                lines.append(
+                    f"{streams:>4} streams: CPU per token {kind} / {base} = {verdict.text(f'<= {CPU_GOAL}')}{note}"
+                )
             else:
                 median = judge(ours, ref, cpu_ratio, lambda r: True).median
                 shown = "-" if median is None else f"{median:.2f}"
@@ -439,11 +468,14 @@ def verdicts(rows: list[dict], together: list[dict] | None = None) -> list[str]:
         floor_name = "raw" if ("raw", streams) in runs else "raw-asyncio"
         floor = runs.get((floor_name, streams))
         if floor and not kind.endswith("(TLS)"):
-            for name, budget, alike in (("ttft_p99_vs_sent_ms", TTFT_P99_GOAL_MS, TTFT_P99_GOAL_MS),
-                                        ("itl_p99_vs_sent_ms", ITL_P99_GOAL_MS, None)):  # fmt: skip
+            for name, budget, alike in (
+                ("ttft_p99_vs_sent_ms", TTFT_P99_GOAL_MS, TTFT_P99_GOAL_MS),
+                ("itl_p99_vs_sent_ms", ITL_P99_GOAL_MS, None),
+            ):
                 verdict = judge(ours, floor, difference(name), lambda d, b=budget: d <= b, alike, always)
-                lines.append(f"{streams:>4} streams: {name} {kind} minus {floor_name} = "
-                             f"{verdict.text(f'<= +{budget} ms')}")  # fmt: skip
+                lines.append(
+                    f"{streams:>4} streams: {name} {kind} minus {floor_name} = {verdict.text(f'<= +{budget} ms')}"
+                )
     return lines
 
 
@@ -459,15 +491,32 @@ def _one(
     """One generator against a fresh pacing server (HTTPS with its own CA when ``tls``)."""
     certs = tempfile.mkdtemp(prefix="bench-tls-")
     proc, url = start_server(
-        [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
-         "--capacity", "100000", "--context-tokens", "100000", *(["--tls", "--tls-dir", certs] if tls else [])],
+        [
+            PY,
+            "-m",
+            "locust_llm.sim",
+            "--port",
+            "0",
+            "--ttft-ms",
+            str(TTFT_MS),
+            "--itl-ms",
+            str(ITL_MS),
+            "--capacity",
+            "100000",
+            "--context-tokens",
+            "100000",
+            *(["--tls", "--tls-dir", certs] if tls else []),
+        ],
         server_core,
-    )  # fmt: skip
+    )
     if tls:
         CA[url.rsplit("/v1", 1)[0]] = f"{certs}/sim-ca.pem"
     try:
-        print(f"  {kind} at {streams} streams, {max_tokens} tokens{' over TLS' if tls else ''} ...", file=sys.stderr,
-              flush=True)  # fmt: skip
+        print(
+            f"  {kind} at {streams} streams, {max_tokens} tokens{' over TLS' if tls else ''} ...",
+            file=sys.stderr,
+            flush=True,
+        )
         return run_generator(kind, url, streams, seconds, gen_core, server_core, max_tokens)
     finally:
         stop(proc)

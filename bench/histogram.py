@@ -21,7 +21,7 @@ import time
 
 from _common import table
 
-from locust_llm.histogram import Histogram
+from locust_llm.measure.histogram import Histogram
 
 RECORD_GOAL = 1.05
 

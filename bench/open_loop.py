@@ -30,13 +30,46 @@ def run_open_loop(kind: str, url: str, rate: float, seconds: float, core: int | 
     origin = url.rsplit("/v1", 1)[0]
     with tempfile.TemporaryDirectory() as tmp:
         if kind == "locust-llm --rates":
-            cmd = [PY, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", "--host", url, "--model",
-                   "sim-llm", "--rates", f"{rate:.2f}", "--step-duration", f"{seconds}s", "--warmup", f"{WARMUP_S}s",
-                   "--max-tokens", str(MAX_TOKENS), "--max-in-flight", "100000", "--seed", "1", "--csv",
-                   f"{tmp}/run", "--only-summary", "--llm-report", "off"]  # fmt: skip
+            cmd = [
+                PY,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "locustfile.py"),
+                "--headless",
+                "--host",
+                url,
+                "--model",
+                "sim-llm",
+                "--rates",
+                f"{rate:.2f}",
+                "--step-duration",
+                f"{seconds}s",
+                "--warmup",
+                f"{WARMUP_S}s",
+                "--max-tokens",
+                str(MAX_TOKENS),
+                "--max-in-flight",
+                "100000",
+                "--seed",
+                "1",
+                "--csv",
+                f"{tmp}/run",
+                "--only-summary",
+                "--llm-report",
+                "off",
+            ]
         else:
-            cmd = [PY, str(ROOT / "bench" / "aiohttp_open_loop.py"), url, "sim-llm", f"{rate:.2f}", str(MAX_TOKENS),
-                   str(seconds), str(WARMUP_S)]  # fmt: skip
+            cmd = [
+                PY,
+                str(ROOT / "bench" / "aiohttp_open_loop.py"),
+                url,
+                "sim-llm",
+                f"{rate:.2f}",
+                str(MAX_TOKENS),
+                str(seconds),
+                str(WARMUP_S),
+            ]
         w = measure(cmd, core, origin, seconds, startup_s=0.5 if kind == "aiohttp" else 2.5)
         out = w.out
         if kind == "aiohttp":
@@ -49,14 +82,15 @@ def run_open_loop(kind: str, url: str, rate: float, seconds: float, core: int | 
             row["ttft_p50_ms"], row["ttft_p99_ms"] = row["client_ttft_p50_ms"], row["client_ttft_p99_ms"]
     tokens = w.tokens
     return {
-        "generator": kind, "rate": round(rate, 1),
+        "generator": kind,
+        "rate": round(rate, 1),
         "us_per_token": round(1e6 * w.cpu_s / tokens, 1) if tokens else "-",
         "cpu_pct": round(100 * w.cpu_s / w.wall_s, 1),
         "arrival_err_p99_ms": round(float(arrival), 2),
         "ttft_p50_err_ms": round(float(row["ttft_p50_ms"]) - TTFT_MS, 2),
         "ttft_p99_err_ms": round(float(row["ttft_p99_ms"]) - TTFT_MS, 2),
         "itl_p99_err_ms": round(float(row["itl_p99_ms"]) - ITL_MS, 2),
-    }  # fmt: skip
+    }
 
 
 def main() -> None:
@@ -70,9 +104,23 @@ def main() -> None:
     rows = []
     for kind in ("locust-llm --rates", "aiohttp", "locust-llm (closed loop)"):
         proc, url = start_server(
-            [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
-             "--capacity", "100000", "--context-tokens", "100000"], server_core,
-        )  # fmt: skip
+            [
+                PY,
+                "-m",
+                "locust_llm.sim",
+                "--port",
+                "0",
+                "--ttft-ms",
+                str(TTFT_MS),
+                "--itl-ms",
+                str(ITL_MS),
+                "--capacity",
+                "100000",
+                "--context-tokens",
+                "100000",
+            ],
+            server_core,
+        )
         try:
             print(f"  {kind} ...", file=sys.stderr, flush=True)
             if kind.endswith("(closed loop)"):
@@ -93,10 +141,14 @@ def main() -> None:
     print(f"arrival error p99: {ours['arrival_err_p99_ms']} ms (goal <= 2 ms: {_met(ours['arrival_err_p99_ms'] <= 2)})")
     # one histogram bucket (~1 % relative) is the resolution of a percentile: differences below it are not measured
     slack_ttft, slack_itl = max(1.0, 0.011 * TTFT_MS), max(1.0, 0.011 * ITL_MS)
-    worse = (ours["ttft_p99_err_ms"] > closed["ttft_p99_err_ms"] + slack_ttft
-             or ours["itl_p99_err_ms"] > closed["itl_p99_err_ms"] + slack_itl)  # fmt: skip
-    print(f"TTFT/ITL p99 errors vs the closed loop at {args.streams} in flight: {_met(not worse)} "
-          f"(within the histogram's resolution: {slack_ttft:.1f} / {slack_itl:.1f} ms)")  # fmt: skip
+    worse = (
+        ours["ttft_p99_err_ms"] > closed["ttft_p99_err_ms"] + slack_ttft
+        or ours["itl_p99_err_ms"] > closed["itl_p99_err_ms"] + slack_itl
+    )
+    print(
+        f"TTFT/ITL p99 errors vs the closed loop at {args.streams} in flight: {_met(not worse)} "
+        f"(within the histogram's resolution: {slack_ttft:.1f} / {slack_itl:.1f} ms)"
+    )
 
 
 def _met(ok: bool) -> str:

@@ -46,14 +46,19 @@ def checkout(spec: str, tmp: Path) -> Path:
         if not (path / "locust_llm").is_dir() or not (path / "locustfile.py").is_file():
             raise SystemExit(f"bench/pair.py: {spec!r} is a directory without locust_llm/ and locustfile.py")
         return path.resolve()
-    known = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}"],
-                           capture_output=True, text=True)  # fmt: skip
+    known = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}"],
+        capture_output=True,
+        text=True,
+    )
     if known.returncode != 0:
         raise SystemExit(f"bench/pair.py: {spec!r} is neither a directory nor a git revision of {ROOT}")
     target = tmp / known.stdout.strip()[:12]
     if not target.exists():
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(target),
-                        known.stdout.strip()], check=True)  # fmt: skip
+        subprocess.run(
+            ["git", "-C", str(ROOT), "worktree", "add", "--detach", "--quiet", str(target), known.stdout.strip()],
+            check=True,
+        )
     return target
 
 
@@ -61,8 +66,9 @@ def generator(root: Path, args: argparse.Namespace, tmp: str, tag: str) -> Launc
     """``ChatStreamUser`` from ``root`` (its own ``PYTHONPATH``), for :func:`_at_once.run_at_once`."""
 
     def launch(url: str, model: str) -> tuple[list[str], dict[str, str], Path]:
-        cmd = chat_user_cmd(root / "locustfile.py", url, model, args.streams, args.seconds, 2.0, args.tokens,
-                            f"{tmp}/{tag}")  # fmt: skip
+        cmd = chat_user_cmd(
+            root / "locustfile.py", url, model, args.streams, args.seconds, 2.0, args.tokens, f"{tmp}/{tag}"
+        )
         return cmd, {**os.environ, "PYTHONPATH": str(root)}, root
 
     return launch
@@ -108,13 +114,18 @@ def main() -> None:
     ratios = []
     try:
         a, b = checkout(args.a, tmp), checkout(args.b, tmp)
-        print(f"A = {a}\nB = {b}\n{args.streams} streams each on core {core}, the simulator on core {server_core}",
-              flush=True)  # fmt: skip
+        print(
+            f"A = {a}\nB = {b}\n{args.streams} streams each on core {core}, the simulator on core {server_core}",
+            flush=True,
+        )
         for i in range(args.pairs):
             cpu_a, cpu_b, sent_a, sent_b = one_pair(a, b, i, args, server_core, core)
             ratios.append(cpu_b / cpu_a)
-            print(f"pair {i + 1}: A {cpu_a:.2f}  B {cpu_b:.2f} µs per token  B / A {cpu_b / cpu_a:.3f}  "
-                  f"(tokens {sent_a} / {sent_b})", flush=True)  # fmt: skip
+            print(
+                f"pair {i + 1}: A {cpu_a:.2f}  B {cpu_b:.2f} µs per token  B / A {cpu_b / cpu_a:.3f}  "
+                f"(tokens {sent_a} / {sent_b})",
+                flush=True,
+            )
     finally:
         for path in tmp.iterdir():
             subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(path)], capture_output=True)

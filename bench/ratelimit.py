@@ -30,14 +30,40 @@ VARIANTS = {
 
 
 def run(variant: str, args: argparse.Namespace) -> dict[str, object]:
-    sim_cmd = [PY, "-m", "locust_llm.sim", "--port", "0", "--max-concurrent-per-key", str(args.cap),
-               "--retry-after-s", "1"]  # fmt: skip
+    sim_cmd = [
+        PY,
+        "-m",
+        "locust_llm.sim",
+        "--port",
+        "0",
+        "--max-concurrent-per-key",
+        str(args.cap),
+        "--retry-after-s",
+        "1",
+    ]
     proc, url = start_server(sim_cmd, None)
     try:
         with tempfile.TemporaryDirectory() as tmp:
-            cmd = [PY, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", "--host", url, "--model",
-                   "sim-llm", "--steps", str(args.users), "--step-duration", f"{args.seconds}s", "--csv",
-                   f"{tmp}/run", "--only-summary", *VARIANTS[variant]]  # fmt: skip
+            cmd = [
+                PY,
+                "-m",
+                "locust",
+                "-f",
+                str(ROOT / "locustfile.py"),
+                "--headless",
+                "--host",
+                url,
+                "--model",
+                "sim-llm",
+                "--steps",
+                str(args.users),
+                "--step-duration",
+                f"{args.seconds}s",
+                "--csv",
+                f"{tmp}/run",
+                "--only-summary",
+                *VARIANTS[variant],
+            ]
             subprocess.run(cmd, cwd=ROOT, capture_output=True, timeout=args.seconds + 120, check=False)
             with open(Path(tmp) / "run_llm_steps.csv", newline="") as handle:
                 rows = {r["model"]: r for r in csv.DictReader(handle)}

@@ -18,16 +18,19 @@ import sys
 import time
 import urllib.parse
 
-from locust_llm.histogram import Histogram
+from locust_llm.measure.histogram import Histogram
 
 
 def request_for(url: str, model: str, max_tokens: int) -> tuple[urllib.parse.SplitResult, bytes]:
     """The URL's parts and the one request every stream sends, as bytes."""
     parts = urllib.parse.urlsplit(url)
-    body = json.dumps({"model": model, "messages": [{"role": "user", "content": "bench"}], "max_tokens": max_tokens,
-                       "stream": True}).encode()  # fmt: skip
-    request = (f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: "
-               f"application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body  # fmt: skip
+    body = json.dumps(
+        {"model": model, "messages": [{"role": "user", "content": "bench"}], "max_tokens": max_tokens, "stream": True}
+    ).encode()
+    request = (
+        f"POST {parts.path}/chat/completions HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: "
+        f"application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
     return parts, request
 
 
@@ -59,9 +62,18 @@ def report(stats: dict) -> None:
     def q(h, p):
         return round(h.quantile(p) / 1e6, 3)
 
-    print(json.dumps({"ttft_p50_ms": q(stats["ttft"], 0.5), "ttft_p99_ms": q(stats["ttft"], 0.99),
-                      "itl_p50_ms": q(stats["itl"], 0.5), "itl_p99_ms": q(stats["itl"], 0.99),
-                      "tokens": stats["tokens"]}), flush=True)  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "ttft_p50_ms": q(stats["ttft"], 0.5),
+                "ttft_p99_ms": q(stats["ttft"], 0.99),
+                "itl_p50_ms": q(stats["itl"], 0.5),
+                "itl_p99_ms": q(stats["itl"], 0.99),
+                "tokens": stats["tokens"],
+            }
+        ),
+        flush=True,
+    )
 
 
 def new_stats() -> dict:

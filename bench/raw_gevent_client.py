@@ -3,7 +3,7 @@
 ``python bench/raw_gevent_client.py URL MODEL STREAMS MAX_TOKENS SECONDS WARMUP_S`` does what bench/raw_client.py
 does (STREAMS closed-loop keep-alive connections, a token = an event holding a non-empty ``"content":"``, no HTTP
 library, no JSON parsing) and prints the same JSON line, but on gevent's hub: each socket has a libev read watcher
-whose callback reads and splits, as locust-llm's pump (``locust_llm/users/pump.py``) does. What it costs above
+whose callback reads and splits, as locust-llm's pump (``locust_llm/http/pump.py``) does. What it costs above
 raw_client.py on uvloop is what gevent's loop costs per wake-up: the part of locust-llm's CPU per token that no
 change inside locust-llm can remove while it runs in Locust's gevent process.
 """

@@ -31,14 +31,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from locust import events
 
-import locust_llm.collect.collector as collector_module
-import locust_llm.recorder as recorder_module
-import locust_llm.users.attempt as attempt_module
+import locust_llm.http.attempt as attempt_module
+import locust_llm.http.head as head_module
+import locust_llm.http.loop as loop_module
+import locust_llm.http.post as wire_module
+import locust_llm.http.pump as pump_module
+import locust_llm.http.stream as stream_module
+import locust_llm.runtime.collector as collector_module
+import locust_llm.runtime.recorder as recorder_module
 import locust_llm.users.flow as flow_module
-import locust_llm.users.head as head_module
-import locust_llm.users.pump as pump_module
-import locust_llm.users.stream as stream_module
-import locust_llm.users.wire as wire_module
 from locustfile import *  # noqa: F403  the project's user classes
 from locustfile import ChatStreamUser
 
@@ -97,7 +98,7 @@ _probe(wire_module, "_read_head", "wire._read_head")
 _probe(head_module, "plain_head", "head.plain_head", wire_module)
 _probe(stream_module, "_read_events", "stream._read_events")
 _probe(pump_module, "pump", "pump.pump", stream_module)
-_probe(flow_module.Flow, "_settle", "Flow._settle")
+_probe(flow_module.Flow, "_record_attempt", "Flow._record_attempt")
 _probe(recorder_module.Recorder, "record", "Recorder.record")
 _probe(recorder_module.Recorder, "flush", "Recorder.flush (Locust's rows)")
 _probe(recorder_module.Recorder, "record_client", "Recorder.record_client")
@@ -105,9 +106,9 @@ _probe(collector_module.Collector, "_file_pending", "Collector._file_pending (pe
 if os.environ.get("REQUEST_PROBE_FINE") == "1":  # the pieces inside the steps above (module docstring)
     import geventhttpclient.connectionpool as pool_module
 
-    import locust_llm.failfast as failfast_module
+    import locust_llm.http.chunked as chunked_module
+    import locust_llm.measure.failfast as failfast_module
     import locust_llm.users.chat as chat_module
-    import locust_llm.users.chunked as chunked_module
     import locust_llm.workload.prompts as prompts_module
 
     _probe(prompts_module.Workload, "body", "Workload.body")
@@ -123,7 +124,7 @@ if os.environ.get("REQUEST_PROBE_FINE") == "1":  # the pieces inside the steps a
     _probe(failfast_module.FailFast, "feed", "FailFast.feed")
     _probe(flow_module.Flow, "_route", "Flow._route")
     _probe(flow_module.Flow, "_wait_turn", "Flow._wait_turn")
-    _probe(pump_module, "turn_cell", "pump.turn_cell", wire_module, stream_module)
+    _probe(loop_module, "loop_turn", "loop.loop_turn", pump_module, wire_module, stream_module)
     _probe(pump_module, "_sleep", "pump._sleep")
     _probe(pump_module, "wait_readable", "pump.wait_readable", wire_module)
     _probe(chunked_module.Unchunker, "__init__", "Unchunker.__init__")

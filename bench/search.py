@@ -29,9 +29,9 @@ from _common import PY, ROOT, table
 
 sys.path.insert(0, str(ROOT))
 
-from locust_llm.parsers import parse_share
-from locust_llm.sim.config import preset
-from locust_llm.sim.runtime import REFERENCE_WORKLOAD
+from locust_llm.config.parsers import parse_share
+from locust_llm.sim.presets import preset
+from locust_llm.sim.replicas import REFERENCE_WORKLOAD
 from locust_llm.sim.truth import sla_capacity
 
 START = 8
@@ -48,8 +48,19 @@ def ladder(start: int, stop: int, precision: float) -> list[int]:
 
 def run(name: str, args: list[str], common: list[str]) -> dict[str, object]:
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [PY, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", *args, *common,
-               "--csv", f"{tmp}/run", "--only-summary"]  # fmt: skip
+        cmd = [
+            PY,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "locustfile.py"),
+            "--headless",
+            *args,
+            *common,
+            "--csv",
+            f"{tmp}/run",
+            "--only-summary",
+        ]
         print(f"bench/search: {name}: {' '.join(cmd[3:])}", file=sys.stderr, flush=True)
         started = time.monotonic()
         proc = subprocess.run(cmd, cwd=tmp, capture_output=True, text=True, timeout=4 * 3600)
@@ -80,22 +91,50 @@ def main() -> int:
     steps = ladder(START, a.max_users, precision)
     common = ["--sla-ttft-p99-ms", f"{a.sla_ttft_p99_ms:g}", "--step-duration", a.step_duration, "--seed", "1"]
     fixed = run("fixed sweep", ["--steps", ",".join(map(str, steps))], common)
-    search = run("search", ["--search", "sla", "--steps", str(START), "--search-max-users", str(a.max_users),
-                            "--search-precision", a.precision, "--search-min-requests", str(a.min_requests)],
-                 common)  # fmt: skip
+    search = run(
+        "search",
+        [
+            "--search",
+            "sla",
+            "--steps",
+            str(START),
+            "--search-max-users",
+            str(a.max_users),
+            "--search-precision",
+            a.precision,
+            "--search-min-requests",
+            str(a.min_requests),
+        ],
+        common,
+    )
     spec = preset("default")[0]
-    truth, p99s = sla_capacity(spec.batch, REFERENCE_WORKLOAD["prompt_tokens"], REFERENCE_WORKLOAD["max_tokens"],
-                               spec.output_fraction, a.sla_ttft_p99_ms, a.max_users)  # fmt: skip
-    print(table([fixed, search, {"run": "simulator truth", "steps": len(p99s), "answer_users": truth,
-                                 "bracket": "-", "wall_s": "-"}]))  # fmt: skip
+    truth, p99s = sla_capacity(
+        spec.batch,
+        REFERENCE_WORKLOAD["prompt_tokens"],
+        REFERENCE_WORKLOAD["max_tokens"],
+        spec.output_fraction,
+        a.sla_ttft_p99_ms,
+        a.max_users,
+    )
+    print(
+        table(
+            [
+                fixed,
+                search,
+                {"run": "simulator truth", "steps": len(p99s), "answer_users": truth, "bracket": "-", "wall_s": "-"},
+            ]
+        )
+    )
     print("simulator replay TTFT p99 (ms) by users: " + ", ".join(f"{u}: {v:.0f}" for u, v in p99s.items()))
     ratio = float(search["wall_s"]) / float(fixed["wall_s"])  # type: ignore[arg-type]
     answers = [float(v) for v in (fixed["answer_users"], search["answer_users"]) if isinstance(v, int | float)]
     tolerance = max(1.0, precision * min(answers)) if len(answers) == 2 else 0.0
     agree = len(answers) == 2 and abs(answers[0] - answers[1]) <= tolerance
-    print(f"wall time search / fixed: {ratio:.2f} (goal <= 0.50: {'met' if ratio <= 0.5 else 'NOT met'}); "
-          f"answers within the precision ({tolerance:.1f} users): {'yes' if agree else 'NO'}; "
-          f"fixed ladder {len(steps)} steps x {a.step_duration}")  # fmt: skip
+    print(
+        f"wall time search / fixed: {ratio:.2f} (goal <= 0.50: {'met' if ratio <= 0.5 else 'NOT met'}); "
+        f"answers within the precision ({tolerance:.1f} users): {'yes' if agree else 'NO'}; "
+        f"fixed ladder {len(steps)} steps x {a.step_duration}"
+    )
     return 0
 
 

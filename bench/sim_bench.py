@@ -60,9 +60,23 @@ ITL_MS = 20.0
 LATENESS_GOALS_MS = {128: 1.0, 512: 3.0}
 MAX_TOKENS = 200
 SIM_ARGS = [
-    "--kv-blocks", "400000", "--max-batch", "8192", "--decode-ms", f"8192:{ITL_MS}", "--prefill-ms-per-1k", "0",
-    "--output-fraction", "1", "--context-tokens", "4096", "--max-concurrent-per-key", "1000000", "--model", "bench",
-]  # fmt: skip
+    "--kv-blocks",
+    "400000",
+    "--max-batch",
+    "8192",
+    "--decode-ms",
+    f"8192:{ITL_MS}",
+    "--prefill-ms-per-1k",
+    "0",
+    "--output-fraction",
+    "1",
+    "--context-tokens",
+    "4096",
+    "--max-concurrent-per-key",
+    "1000000",
+    "--model",
+    "bench",
+]
 
 
 def fetch(url: str, method: str = "GET") -> dict:
@@ -88,10 +102,21 @@ def measure(
     )
     try:
         client = subprocess.Popen(
-            pinned([PY, str(ROOT / "bench" / "stream_client.py"), url, "bench", str(streams), str(MAX_TOKENS),
-                    str(seconds)], client_core),
-            stdout=subprocess.PIPE, text=True,
-        )  # fmt: skip
+            pinned(
+                [
+                    PY,
+                    str(ROOT / "bench" / "stream_client.py"),
+                    url,
+                    "bench",
+                    str(streams),
+                    str(MAX_TOKENS),
+                    str(seconds),
+                ],
+                client_core,
+            ),
+            stdout=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(2.0)  # connections open and streams settle
         fetch(reset_url, "POST")
         cpu0, t0, steal0, wait0 = cpu_s(proc.pid), time.monotonic(), steal_s(server_core), wait_s(proc.pid)
@@ -171,8 +196,11 @@ def ideal_writer(
     from locust_llm.sim.timing import WINDOW, WriteLead
 
     _enough_files(streams + 64)
-    peer = subprocess.Popen(pinned([PY, "-c", PEER, str(streams), str(rounds * ITL_MS / 1000 + 30)], client_core),
-                            stdout=subprocess.PIPE, text=True)  # fmt: skip
+    peer = subprocess.Popen(
+        pinned([PY, "-c", PEER, str(streams), str(rounds * ITL_MS / 1000 + 30)], client_core),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert peer.stdout is not None
     port = int(peer.stdout.readline())
     socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(streams)]
@@ -249,12 +277,16 @@ def main() -> None:
             rows.append(measure(kind, streams, args.seconds, server_core, client_core, realtime))
     print(table(rows))
     print()
-    print("ideal writer: the simulator's placement with none of its overhead (bare sends, the same lead rule), "
-          "on the server's core now:")  # fmt: skip
+    print(
+        "ideal writer: the simulator's placement with none of its overhead (bare sends, the same lead rule), "
+        "on the server's core now:"
+    )
     for streams, ideal in ideals.items():
         bound = write_bound_ms(streams, ideal.floor_us)
-        print(f"  {streams:>5} streams: one loopback write {ideal.floor_us:.1f} us (the floor), lateness p99 "
-              f"{ideal.late_p99_ms:.2f} ms (bound from the floor alone {bound:.2f})")  # fmt: skip
+        print(
+            f"  {streams:>5} streams: one loopback write {ideal.floor_us:.1f} us (the floor), lateness p99 "
+            f"{ideal.late_p99_ms:.2f} ms (bound from the floor alone {bound:.2f})"
+        )
     for sim, ref in zip(rows[::2], rows[1::2], strict=True):
         if isinstance(sim["us_per_token"], float) and isinstance(ref["us_per_token"], float):
             ratio = sim["us_per_token"] / ref["us_per_token"]
@@ -265,8 +297,10 @@ def main() -> None:
             if goal is not None:
                 verdict = lateness_verdict(float(sim["late_p99_ms"]), goal, streams, ideals[streams])
                 late += f" (goal <= {goal} ms: {verdict})"
-            print(f"{streams:>5} streams: CPU per token sim/reference = {ratio:.2f} (goal <= 1: "
-                  f"{_met(ratio <= 1)}); {late}")  # fmt: skip
+            print(
+                f"{streams:>5} streams: CPU per token sim/reference = {ratio:.2f} (goal <= 1: "
+                f"{_met(ratio <= 1)}); {late}"
+            )
 
 
 def write_bound_ms(streams: int, floor_us: float) -> float:
@@ -287,11 +321,15 @@ def lateness_verdict(late_p99_ms: float, goal_ms: float, streams: int, ideal: Id
         return "met"
     bound = write_bound_ms(streams, ideal.floor_us)
     if bound > goal_ms:
-        return (f"NOT met (out of reach here: {streams} writes at {ideal.floor_us:.1f} us each span "
-                f"{streams * ideal.floor_us / 1000:.2f} ms, so centred the p99 is >= {bound:.2f} ms)")  # fmt: skip
+        return (
+            f"NOT met (out of reach here: {streams} writes at {ideal.floor_us:.1f} us each span "
+            f"{streams * ideal.floor_us / 1000:.2f} ms, so centred the p99 is >= {bound:.2f} ms)"
+        )
     if ideal.late_p99_ms > goal_ms:
-        return (f"NOT met (out of reach here: a writer with no overhead reached {ideal.late_p99_ms:.2f} ms on this "
-                f"machine in this run; the simulator {late_p99_ms / ideal.late_p99_ms:.1f}x that)")  # fmt: skip
+        return (
+            f"NOT met (out of reach here: a writer with no overhead reached {ideal.late_p99_ms:.2f} ms on this "
+            f"machine in this run; the simulator {late_p99_ms / ideal.late_p99_ms:.1f}x that)"
+        )
     return "NOT met"
 
 

@@ -36,7 +36,7 @@ from locust_llm.sim.timing import WINDOW
 
 TRACED = r"""
 import atexit, json, sys, time
-import locust_llm.sim.runtime as runtime
+import locust_llm.sim.replicas as runtime
 out, steps = sys.argv.pop(1), []
 written, write = runtime.Replica._written, runtime.Replica._write
 
@@ -50,7 +50,7 @@ def traced_written(self, made):
 
 runtime.Replica._write, runtime.Replica._written = traced_write, traced_written
 atexit.register(lambda: json.dump(steps, open(out, "w")))
-from locust_llm.sim.cli import main
+from locust_llm.sim.command import main
 sys.exit(main(sys.argv[1:]))
 """
 """The simulator with ``Replica._written`` traced: (due, planned, ready, the writes' instant or 0, first write's
@@ -66,8 +66,9 @@ def run(streams: int, seconds: float, realtime: bool = False) -> tuple[list[list
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "steps.json"
         cmd = [PY, "-c", TRACED, str(trace), "--port", "0", *SIM_ARGS, *(["--realtime"] if realtime else [])]
-        proc = subprocess.Popen(pinned(cmd, server_core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                text=True)  # fmt: skip
+        proc = subprocess.Popen(
+            pinned(cmd, server_core), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         assert proc.stdout is not None
         url = None
         while url is None:
@@ -77,8 +78,15 @@ def run(streams: int, seconds: float, realtime: bool = False) -> tuple[list[list
             match = re.search(r"listening on (https?://\S+)", line)
             url = match.group(1) if match else None
         origin = url.rsplit("/v1", 1)[0]
-        client_cmd = [PY, str(ROOT / "bench" / "stream_client.py"), url, "bench", str(streams), str(MAX_TOKENS),
-                      str(seconds)]  # fmt: skip
+        client_cmd = [
+            PY,
+            str(ROOT / "bench" / "stream_client.py"),
+            url,
+            "bench",
+            str(streams),
+            str(MAX_TOKENS),
+            str(seconds),
+        ]
         client = subprocess.Popen(pinned(client_cmd, client_core), stdout=subprocess.DEVNULL)
         time.sleep(2.0)  # connections open and streams settle
         fetch(origin + "/sim/reset-lateness", "POST")
@@ -123,9 +131,11 @@ def main() -> None:
     steps, stats, start, wait = run(args.streams, args.seconds, realtime)
     window = [s for s in steps if s[0] >= start]
     full = [s for s in window if s[6] >= args.streams // 2]
-    print(f"{args.streams} streams: {len(window)} steps in the window, {len(full)} of at least half the streams; "
-          f"the simulator under {stats.get('scheduling', '?')} scheduling, ready with its core taken {wait:.2f} % "
-          "of the window")  # fmt: skip
+    print(
+        f"{args.streams} streams: {len(window)} steps in the window, {len(full)} of at least half the streams; "
+        f"the simulator under {stats.get('scheduling', '?')} scheduling, ready with its core taken {wait:.2f} % "
+        "of the window"
+    )
     precise = [(start, begin) for _d, _p, _r, start, begin, _e, _n in full if start]
     late = sum(begin - start > 50_000 for start, begin in precise)
     print(f"  {len(precise)} of them started precisely, {late} of those over 50 us after their instant")
@@ -146,8 +156,10 @@ def main() -> None:
         cells = "  ".join(f"p{int(q * 100)} {_q(errors, q):6.3f}" for q in (0.5, 0.9, 0.99))
         print(f"  token lateness, {name:22s} {cells} ms")
     late = stats["lateness_ms"]
-    print(f"  /sim/stats lateness: p50 {late['p50']:.3f}  p99 {late['p99']:.3f} ms; early p99 "
-          f"{stats['early_ms']['p99']:.3f} ms")  # fmt: skip
+    print(
+        f"  /sim/stats lateness: p50 {late['p50']:.3f}  p99 {late['p99']:.3f} ms; early p99 "
+        f"{stats['early_ms']['p99']:.3f} ms"
+    )
 
 
 if __name__ == "__main__":

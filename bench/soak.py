@@ -27,9 +27,23 @@ def main() -> None:
     args = parser.parse_args()
     seconds = int(args.minutes * 60)
     with tempfile.TemporaryDirectory() as tmp:
-        cmd = [PY, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--headless", "--steps", str(args.users),
-               "--step-duration", f"{seconds}s", "--csv", f"{tmp}/soak", "--only-summary",
-               "--sim-args", "--max-concurrent-per-key 100000"]  # fmt: skip
+        cmd = [
+            PY,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "locustfile.py"),
+            "--headless",
+            "--steps",
+            str(args.users),
+            "--step-duration",
+            f"{seconds}s",
+            "--csv",
+            f"{tmp}/soak",
+            "--only-summary",
+            "--sim-args",
+            "--max-concurrent-per-key 100000",
+        ]
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         gen = psutil.Process(proc.pid)
         samples = []

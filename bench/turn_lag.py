@@ -4,7 +4,7 @@
 
 A pacing server (TTFT 200 ms, ITL 20 ms, every stream's token due at one instant, as a batching server's decode step
 makes them) runs on one core and ``ChatStreamUser`` with full recording on the other. Every pumped read is stamped
-with the moment the loop's poll returned (``locust_llm/users/pump.py``: the rule where the kernel gives no receive
+with the moment the loop's poll returned (``locust_llm/http/pump.py``: the rule where the kernel gives no receive
 time, which the probe turns off); a probe
 (bench/turn_probe_locustfile.py) notes, at each read, how long after that moment the read ran. That delay is what
 the stamp of each token would have been late by had it been stamped when its callback ran, measured on the same
@@ -50,24 +50,60 @@ def run(
     }
 
 
-def _delays(streams: int, seconds: float, server_core: int | None, generator_core: int | None, tls: bool,
-            tmp: Path) -> list[int]:  # fmt: skip
+def _delays(
+    streams: int, seconds: float, server_core: int | None, generator_core: int | None, tls: bool, tmp: Path
+) -> list[int]:
     """One run: the probe's sorted delays (ns)."""
     https = ["--tls", "--tls-dir", str(tmp)] if tls else []
     server, url = start_server(
-        [PY, "-m", "locust_llm.sim", "--port", "0", "--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS),
-         "--capacity", "100000", "--context-tokens", "100000", *https],
+        [
+            PY,
+            "-m",
+            "locust_llm.sim",
+            "--port",
+            "0",
+            "--ttft-ms",
+            str(TTFT_MS),
+            "--itl-ms",
+            str(ITL_MS),
+            "--capacity",
+            "100000",
+            "--context-tokens",
+            "100000",
+            *https,
+        ],
         server_core,
-    )  # fmt: skip
+    )
     try:
         out = tmp / "delays.json"
         env = {**os.environ, "TURN_PROBE_OUT": str(out), "TURN_PROBE_SKIP_S": str(STARTUP_S + WARMUP_S)}
-        cmd = [PY, "-m", "locust", "-f", str(ROOT / "bench" / "turn_probe_locustfile.py"), "--headless",
-               "--host", url, "--model", "sim-llm", "--steps", str(streams), "--step-duration", f"{seconds}s",
-               "--warmup", f"{WARMUP_S}s", "--max-tokens", str(MAX_TOKENS), "--csv", f"{tmp}/run",
-               "--only-summary", *(["--ca-bundle", str(tmp / "sim-ca.pem")] if tls else [])]  # fmt: skip
-        proc = subprocess.run(pinned(cmd, generator_core), cwd=tmp, env=env, capture_output=True, text=True,
-                              timeout=seconds + 120)  # fmt: skip
+        cmd = [
+            PY,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "bench" / "turn_probe_locustfile.py"),
+            "--headless",
+            "--host",
+            url,
+            "--model",
+            "sim-llm",
+            "--steps",
+            str(streams),
+            "--step-duration",
+            f"{seconds}s",
+            "--warmup",
+            f"{WARMUP_S}s",
+            "--max-tokens",
+            str(MAX_TOKENS),
+            "--csv",
+            f"{tmp}/run",
+            "--only-summary",
+            *(["--ca-bundle", str(tmp / "sim-ca.pem")] if tls else []),
+        ]
+        proc = subprocess.run(
+            pinned(cmd, generator_core), cwd=tmp, env=env, capture_output=True, text=True, timeout=seconds + 120
+        )
         if not out.exists():
             raise RuntimeError(f"the probe wrote nothing (exit {proc.returncode}): {proc.stderr[-2000:]}")
         return json.loads(out.read_text())  # type: ignore[no-any-return]

@@ -1,7 +1,7 @@
 """locust-llm: find the capacity envelope of OpenAI-compatible LLM endpoints with Locust.
 
-Importing this package does not import Locust (and so does not monkey-patch with gevent): the Locust-facing names
-below are loaded on first use.
+Importing this package does not import Locust (which monkey-patches the process with gevent): the Locust-facing
+names below are loaded on first use.
 """
 
 from __future__ import annotations
@@ -29,17 +29,17 @@ __version__ = "0.1.0"
 
 _LAZY = {
     "ChatStreamUser": "locust_llm.users.chat",
-    "ConfigError": "locust_llm.parsers",
-    "Histogram": "locust_llm.histogram",
+    "ConfigError": "locust_llm.config.parsers",
+    "Histogram": "locust_llm.measure.histogram",
     "OpenAISdkUser": "locust_llm.users.sdk",
-    "RequestResult": "locust_llm.metrics",
-    "RunConfig": "locust_llm.config",
-    "SSEDecoder": "locust_llm.sse",
+    "RequestResult": "locust_llm.protocol.metrics",
+    "RunConfig": "locust_llm.config.run_config",
+    "SSEDecoder": "locust_llm.protocol.sse",
     "StepPlan": "locust_llm.shapes.plan",
-    "StepShape": "locust_llm.shapes.step_shape",
+    "StepShape": "locust_llm.runtime.step_shape",
     "install": "locust_llm.plugin",
-    "llm_run": "locust_llm.run",
-    "parse_chunk": "locust_llm.sse",
+    "llm_run": "locust_llm.runtime.run",
+    "parse_chunk": "locust_llm.protocol.sse",
 }
 
 

@@ -1,8 +1,7 @@
-"""locust-llm: the tools around a run: report, compare, trend, sim and flags.
+"""``locust-llm``: the tools around a run: report, compare, trend, sim and flags.
 
-Runs themselves use 'locust -f locustfile.py'. Exit codes of report and compare, as of a run: 0 a valid sweep,
-1 a gate failed (a regression against the baseline, or an SLA that no step meets), 2 bad input (with a one-line
-error), 3 the measurement is invalid.
+Runs themselves use ``locust -f locustfile.py``. Exit codes, as a run's: 0 a valid sweep, 1 a gate failed, 2 bad
+input (one line on stderr), 3 the measurement is invalid (:mod:`locust_llm.reports.verdict`).
 """
 
 from __future__ import annotations
@@ -12,10 +11,10 @@ import sys
 import textwrap
 
 from locust_llm import __version__
-from locust_llm.config import prices_from, sla_from, thresholds_from
-from locust_llm.options import FLAGS, GATE_FLAGS, GROUPS, REPORT_FLAGS, add_arguments, parse_flags
-from locust_llm.parsers import ConfigError
-from locust_llm.sim import cli as sim_cli
+from locust_llm.config.flags import FLAGS, GATE_FLAGS, GROUPS, REPORT_FLAGS, add_arguments, parse_flags
+from locust_llm.config.parsers import ConfigError
+from locust_llm.config.run_config import prices_from, sla_from, thresholds_from
+from locust_llm.sim import command as sim_command
 
 __all__ = ["format_flags", "main"]
 
@@ -38,8 +37,14 @@ def cmd_report(args: argparse.Namespace) -> int:
     try:
         values = parse_flags(args, REPORT_FLAGS + GATE_FLAGS)
         run = load_run(args.prefix)
-        outcome = make_report(run, report_paths(args.out or args.prefix), sla_from(values), prices_from(values),
-                              args.baseline, thresholds_from(values))  # fmt: skip
+        outcome = make_report(
+            run,
+            report_paths(args.out or args.prefix),
+            sla_from(values),
+            prices_from(values),
+            args.baseline,
+            thresholds_from(values),
+        )
     except (ConfigError, ReportInputError) as exc:
         return _fail("report", exc)
     print(outcome.text)
@@ -53,8 +58,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     try:
         thresholds = thresholds_from(parse_flags(args, GATE_FLAGS))
-        outcome = gate(read_summary(args.baseline, "the baseline"), read_summary(args.current, "the current run"),
-                       thresholds)  # fmt: skip
+        outcome = gate(
+            read_summary(args.baseline, "the baseline"), read_summary(args.current, "the current run"), thresholds
+        )
     except InvalidRunError as exc:
         print(f"locust-llm compare: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -93,10 +99,13 @@ def cmd_trend(args: argparse.Namespace) -> int:
 
 def format_flags(width: int = 100) -> str:
     """Every flag of a run and of the simulator: name, env var, default and help, grouped as in README."""
-    lines = ["locust-llm flags: every flag of 'locust -f locustfile.py ...' (and of 'locust-llm sim'), its env var "
-             "and its default. An empty value means the default.", ""]  # fmt: skip
+    lines = [
+        "locust-llm flags: every flag of 'locust -f locustfile.py ...' (and of 'locust-llm sim'), its env var "
+        "and its default. An empty value means the default.",
+        "",
+    ]
     groups = [(GROUPS[key], [f for f in FLAGS if f.group == key]) for key in GROUPS]
-    groups.append(("Simulator ('locust-llm sim', or through --sim-args)", list(sim_cli.SIM_FLAGS)))
+    groups.append(("Simulator ('locust-llm sim', or through --sim-args)", list(sim_command.SIM_FLAGS)))
     for title, flags in groups:
         if not flags:
             continue
@@ -122,8 +131,9 @@ def _trend_doc() -> str | None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="locust-llm", description=_plain(__doc__),
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)  # fmt: skip
+    parser = argparse.ArgumentParser(
+        prog="locust-llm", description=_plain(__doc__), formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--version", action="version", version=f"locust-llm {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
@@ -148,25 +158,38 @@ def build_parser() -> argparse.ArgumentParser:
         description=_plain(_trend_doc()),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    trend.add_argument("source", help="history.jsonl (one line per run), or a directory: every summary.json below "
-                       "it, ordered by start time.")  # fmt: skip
-    trend.add_argument("--out", default=None, help="Directory for trend.html and trend.json (default: next to the "
-                       "history, or the directory).")  # fmt: skip
-    trend.add_argument("--append", default=None, metavar="SUMMARY", help="First add this run's summary.json to the "
-                       "history.jsonl (created if missing).")  # fmt: skip
+    trend.add_argument(
+        "source",
+        help="history.jsonl (one line per run), or a directory: every summary.json below it, ordered by start time.",
+    )
+    trend.add_argument(
+        "--out",
+        default=None,
+        help="Directory for trend.html and trend.json (default: next to the history, or the directory).",
+    )
+    trend.add_argument(
+        "--append",
+        default=None,
+        metavar="SUMMARY",
+        help="First add this run's summary.json to the history.jsonl (created if missing).",
+    )
     trend.add_argument("--window", type=int, default=14, help="Judge drift over the last N valid runs (default 14).")
-    trend.add_argument("--max-drift-pct", type=float, default=10.0, help="Exit 1 when a metric drifted the worse "
-                       "way by more than this over the window, consistently (default 10).")  # fmt: skip
+    trend.add_argument(
+        "--max-drift-pct",
+        type=float,
+        default=10.0,
+        help="Exit 1 when a metric drifted the worse way by more than this over the window, consistently (default 10).",
+    )
     trend.set_defaults(func=cmd_trend)
 
     sim = sub.add_parser(
         "sim",
         help="Run the simulated OpenAI-compatible LLM server.",
-        description=_plain(sim_cli.__doc__),
+        description=_plain(sim_command.__doc__),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    sim_cli.add_arguments(sim)
-    sim.set_defaults(func=sim_cli.run)
+    sim_command.add_arguments(sim)
+    sim.set_defaults(func=sim_command.run)
 
     flags = sub.add_parser("flags", help="List every flag of a run, its env var and its default.")
     flags.set_defaults(func=cmd_flags)

@@ -1,14 +1,9 @@
-"""The Locust adapter: :func:`install` registers locust-llm's flags and listeners on Locust's events.
+"""The Locust plugin: :func:`install` registers locust-llm's flags and listeners on Locust's events.
 
-- ``init_command_line_parser``: the flag table (:mod:`locust_llm.options`);
-- ``init``: one :class:`~locust_llm.run.LLMRun` per environment; on the master (or the single process) the flags
-  are validated (a bad value exits with code 2 and a one-line error) and, without ``--host``, the embedded
-  simulator starts;
-- ``test_start``: the config is (re)built from the options the run was started with (workers receive them here),
-  and the per-step CSVs start being refreshed; then the heap is frozen for the test and its youngest generation
-  collected less often (:func:`_freeze_heap`), and ``test_stop`` undoes both;
-- ``quitting``: the outputs are written (:mod:`locust_llm.outputs`);
-- ``quit``: the per-step table and the capacity summary are printed and the simulator stopped.
+``init`` makes one :class:`~locust_llm.runtime.run.LLMRun` per environment and, on the master or the single process,
+validates the flags (a bad value exits 2 with one line) and starts the embedded simulator when there is no
+``--host``; ``test_start`` rebuilds the config and tunes the garbage collector until ``test_stop``; ``quitting``
+writes the outputs; ``quit`` prints the per-step table and the capacity summary.
 """
 
 from __future__ import annotations
@@ -23,15 +18,16 @@ import gevent
 import locust
 from locust.env import Environment
 
-from locust_llm import heap, outputs
-from locust_llm.config import RunConfig
-from locust_llm.interrupt import route_sigint_to_main
-from locust_llm.lifecycle import end_run
-from locust_llm.options import add_arguments
-from locust_llm.parsers import ConfigError
-from locust_llm.run import FATAL_MESSAGE, LLMRun, all_runs, find_run, llm_run, new_run
-from locust_llm.sim.launcher import EmbeddedSim, SimStartError
-from locust_llm.webui import install_web_ui
+from locust_llm.config import gc_settings
+from locust_llm.config.flags import add_arguments
+from locust_llm.config.parsers import ConfigError
+from locust_llm.config.run_config import RunConfig
+from locust_llm.runtime import outputs
+from locust_llm.runtime.embedded_sim import EmbeddedSim, SimStartError
+from locust_llm.runtime.interrupt import route_sigint_to_main
+from locust_llm.runtime.lifecycle import begin_run, end_run
+from locust_llm.runtime.run import FATAL_MESSAGE, LLMRun, all_runs, find_run, llm_run, new_run
+from locust_llm.runtime.webui import install_web_ui
 
 __all__ = ["install", "llm_run"]
 
@@ -50,6 +46,7 @@ def _fail_startup(run: LLMRun, message: str) -> None:
 def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> None:
     route_sigint_to_main()
     run = new_run(environment, runner)
+    run.begin_hook = begin_run
     run.collector.attach()
     if run.is_worker:
         return
@@ -61,8 +58,10 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
             _start_embedded_sim(run, config)
         config = run.configure()
         if config.tls.insecure:
-            logger.warning("locust-llm: --insecure: TLS certificates and host names are NOT verified; the run's "
-                           "summary records it (settings.tls.insecure)")  # fmt: skip
+            logger.warning(
+                "locust-llm: --insecure: TLS certificates and host names are NOT verified; the run's "
+                "summary records it (settings.tls.insecure)"
+            )
     except (ConfigError, SimStartError, OSError) as exc:
         _fail_startup(run, str(exc))
     outputs.prepare()
@@ -79,8 +78,11 @@ def _start_embedded_sim(run: LLMRun, config: RunConfig) -> None:
     except (SimStartError, OSError) as exc:
         hint = f"check --sim-args {' '.join(config.sim_args)!r} with 'locust-llm sim --help'"
         raise SimStartError(f"{exc}; {hint}") from None
-    logger.info("No --host given: started the embedded simulated LLM server at %s. "
-                "Pass --host and --model to test a real endpoint.", run.environment.host)  # fmt: skip
+    logger.info(
+        "No --host given: started the embedded simulated LLM server at %s. "
+        "Pass --host and --model to test a real endpoint.",
+        run.environment.host,
+    )
     if config.model is not None and config.model not in served:
         raise ConfigError(
             f"--model {config.model} was given without --host, and the embedded simulator serves "
@@ -109,13 +111,13 @@ def _on_test_start(environment: Environment, **_kwargs: Any) -> None:
 
 def _freeze_heap(**_kwargs: Any) -> None:
     """The start of a test: the heap alive then is frozen and the youngest generation collected less often, for
-    the test (:func:`locust_llm.heap.settle`; its docstring has the rules and what they were measured to fix)."""
-    heap.settle()
+    the test (:func:`locust_llm.config.gc_settings.tune_gc`: its rules)."""
+    gc_settings.tune_gc()
 
 
 def _unfreeze_heap(**_kwargs: Any) -> None:
-    """The end of a test: the collector runs as before it (:func:`locust_llm.heap.unsettle`)."""
-    heap.unsettle()
+    """The end of a test: the collector runs as before it (:func:`locust_llm.config.gc_settings.restore_gc`)."""
+    gc_settings.restore_gc()
 
 
 def _on_test_stop(environment: Environment, **_kwargs: Any) -> None:

@@ -1,4 +1,4 @@
-"""Reports: per-step tables, knee points, SLA capacity, cost, HTML and JSON; the notebook API.
+"""Reports: reading runs back, the capacity analysis, ``summary.json``, ``report.html``, gates and trends. Pure.
 
 ``load_steps`` and ``load_summary`` (:mod:`locust_llm.reports.notebook`) import pandas on first use.
 """

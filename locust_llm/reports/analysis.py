@@ -1,45 +1,11 @@
 """Capacity analysis of one model's steps: knees, saturation, SLA capacity, provider cap, cost. Pure.
 
-Every method works on the per-step rows (dicts with the ``_llm_steps.csv`` columns), in increasing ``users``:
-
-- **Latency knee**: :func:`locust_llm.reports.knee.latency_knee` on p99 TTFT (the headline), and separately on
-  p99 ITL and p99 E2E.
-- **Throughput saturation**, judged against the whole curve: with ``T_i`` the output tokens/s (requests/s when
-  tokens are unknown) at ``u_i`` users and ``P = max_i T_i`` the peak, throughput saturates at the lowest ``u_k``
-  that (1) reaches ``T_k >= SATURATION_SHARE * P`` (85 %) and (2) no later step exceeds by more than
-  ``SATURATION_MARGIN`` (15 %): ``max_{j>k} T_j <= (1 + margin) * T_k``; and (3) is not the last step (a plateau
-  needs a later step to show it). A curve that is flat and then rises, or still rises at its end, is not saturated
-  at its flat start: no later step may contradict the saturation point.
-- **SLA capacity**: the last step of the leading run of steps that meet every limit (:meth:`Sla.failures`: the
-  client-perceived p99s and client error rate, see :mod:`locust_llm.sla`). The interpolated estimate, between that
-  step ``a`` and the first failing step ``b``, is for each broken latency limit ``L`` of metric ``m`` (the column
-  the SLA judges) the point where the straight line from ``(u_a, m_a)`` to ``(u_b, m_b)`` reaches ``L``, and the
-  smallest of those (``u_b`` for a broken error-rate limit alone: the error rate is not interpolated).
-- **Goodput**: client requests per second meeting the SLA. Exact from the run (``goodput_req_s``) when the run was
-  given the same SLA; otherwise estimated as ``ok / duration * min_m P(m <= L_m)``, each probability read off the
-  step's percentiles by linear interpolation between p50, p90 and p99 (1 at or below the limit's percentile).
-- **Provider cap**: the first step whose share of HTTP 429 answers exceeds ``cap_share`` (1 %). When it is the
-  binding limit, the wall is the provider's rate limit, not the model.
-- **Recommended max concurrency** = the lowest of: the last step below the provider cap, the SLA capacity, the
-  latency knee and the throughput saturation; the reason names the binding one (the first of them on a tie).
-- **Open loop** (rows with ``offered_req_s``, from ``--rates``): every method above works on the offered rate instead
-  of users, and its results are named ``*_rate_req_s`` (``recommended_rate_req_s``, ...). Saturation there is the
-  highest offered rate the endpoint kept up with, before the first step that fell behind: that dropped arrivals at
-  ``--max-in-flight``, or whose served client requests ``n`` (``client_ok``: successes after retries and fallback;
-  attempts that failed or were retried do not count) fell short of the ``λ = offered_req_s * duration_s`` expected by
-  more than ``max(10 % of λ, 3 * sqrt(λ))`` (three standard deviations of a Poisson count: noise is not
-  saturation). That shortfall is also the in-flight growth within the step (arrivals minus ended requests is the
-  rise of the in-flight count over the window), so a backlog growing without bound is caught by the same rule;
-  an overload of less than about 10 % within one step is below what one window can tell from noise, and is not
-  called (a longer ``--step-duration`` resolves it).
-- **Search runs** (``--search``, given the search's record): the probes, one per load (the last run at it), take
-  the place of the steps. The search's answer replaces the curve method it searched for: ``--search sla`` gives
-  the SLA capacity (the highest passing load; none when even the lowest failed; "every probe met the SLA" when
-  the highest allowed load passed), and then no latency knee is reported (the probes crowd around the SLA
-  crossing, so Kneedle would be confidently wrong; run ``--search knee``); ``--search knee`` gives the latency
-  knee and its bracket.
-- **Cost** per step: ``prompt_tokens * price_in / 1e6 + completion_tokens * price_out / 1e6``; output tokens per
-  dollar ``= completion_tokens / cost``; dollars per 1,000 successful responses ``= 1000 * cost / ok``.
+On the rows in increasing load: the latency knee (:mod:`locust_llm.measure.knee`) of TTFT, ITL and E2E p99;
+throughput saturation, the lowest step reaching 85 % of the peak that no later step beats by more than 15 % (never
+the last); the SLA capacity, the last of the leading steps that meet it, interpolated to the crossing; goodput; the
+provider cap, the first step with over 1 % HTTP 429; and the recommended concurrency, the lowest of those four, its
+reason naming the binding one. In open loop the same on the offered rate, saturation being the last rate served
+without a shortfall beyond ``max(10 %, 3 sqrt(λ))``. Each rule in full: docs/methodology.md.
 """
 
 from __future__ import annotations
@@ -48,9 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-from locust_llm.collect.rows import StepRow, value
-from locust_llm.reports.knee import Knee, latency_knee
-from locust_llm.sla import Prices, Sla, judged
+from locust_llm.measure.knee import Knee, latency_knee
+from locust_llm.measure.rows import StepRow, value
+from locust_llm.measure.sla import Prices, Sla, judged
 
 __all__ = ["RATE_KEYS", "Analysis", "analyze", "rate_saturation"]
 
@@ -179,7 +145,7 @@ def _interpolate(a: StepRow, b: StepRow, sla: Sla) -> float:
 
 
 def _share_below(step: StepRow, prefix: str, limit: float) -> float:
-    """P(metric <= limit), interpolated between the step's p50, p90 and p99 (see the module docstring)."""
+    """P(metric <= limit), interpolated between the step's p50, p90 and p99 (docs/methodology.md, goodput)."""
     points = [(q, value(step, f"{prefix}_p{int(q * 100)}_ms")) for q in (0.5, 0.9, 0.99)]
     known = [(q, v) for q, v in points if v is not None]
     if not known:
@@ -198,7 +164,7 @@ def _share_below(step: StepRow, prefix: str, limit: float) -> float:
 def searched(
     search: Mapping[str, Any], knee: Knee, sla_result: tuple[Any, Any, str]
 ) -> tuple[Knee, tuple[Any, Any, str]]:
-    """The search's answer in place of the curve method it searched for (module docstring)."""
+    """The search's answer in place of the curve method it searched for (docs/methodology.md, search runs)."""
     low, high = search["bracket"]
     note = f"search: {search['reason']}"
     if search["criterion"] == "knee":
@@ -239,8 +205,9 @@ def cost(steps: Sequence[StepRow], prices: Prices) -> dict[str, Any]:
         return {}
     per_step = []
     for step in steps:
-        usd = prices.cost_usd(step.get("prompt_tokens") or 0, step.get("completion_tokens") or 0,
-                              step.get("cached_prompt_tokens") or 0)  # fmt: skip
+        usd = prices.cost_usd(
+            step.get("prompt_tokens") or 0, step.get("completion_tokens") or 0, step.get("cached_prompt_tokens") or 0
+        )
         completion, ok = step.get("completion_tokens") or 0, step.get("ok") or 0
         per_step.append(
             {
@@ -280,8 +247,9 @@ def analyze(
     sat_users, sat_note = rate_saturation(steps) if mode == "rate" else throughput_saturation(steps, load=load)
     sla_users, sla_interp, sla_note = sla_capacity(steps, sla, load)
     if search is not None:
-        knees["ttft"], (sla_users, sla_interp, sla_note) = searched(search, knees["ttft"], (sla_users, sla_interp,
-                                                                                           sla_note))  # fmt: skip
+        knees["ttft"], (sla_users, sla_interp, sla_note) = searched(
+            search, knees["ttft"], (sla_users, sla_interp, sla_note)
+        )
     cap_users, cap_share_seen = provider_cap(steps, cap_share)
     below_cap = None
     if cap_users is not None:

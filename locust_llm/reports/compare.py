@@ -1,25 +1,11 @@
-"""The regression gate: compare a run's ``summary.json`` with a baseline's. Pure.
+"""The regression gate: a run's ``summary.json`` against a baseline's. Pure.
 
-Rules (thresholds are :class:`Thresholds`; the primary model's steps; a rule regresses when):
-
-1. **Capacity in steps**: the recommended concurrency, and separately the latency knee, fall by more than
-   ``knee_drop_steps`` steps of the baseline's sweep *and* more than ``knee_drop_pct`` % of the baseline's value.
-   A recommendation that halves (or worse) always regresses.
-2. **Capacity on a continuous scale**: the peak output tokens/s (the highest of any step) falls by more than
-   ``throughput_drop_pct`` %; with an SLA in both runs, the SLA capacity (interpolated when it can be) falls by
-   more than ``knee_drop_pct`` %.
-3. **Throughput per step**: at each step both runs share (same users), output tokens/s falls by more than
-   ``throughput_drop_pct`` %.
-4. **Latency**: at each shared step below the baseline's latency knee, p99 TTFT and p99 ITL rise by more than
-   ``p99_rise_pct`` % *and* by more than the metric's minimum (``min_ttft_rise_ms``, ``min_itl_rise_ms``). At the
-   baseline's knee step, p99 is on the bend and noisy (two runs of the same simulator gave 125 and 264 ms there),
-   so it regresses only when it exceeds ``knee_p99_factor`` times the baseline's own value and the minimum. Steps
-   beyond the baseline's knee are not compared (queueing noise; rules 1-3 cover capacity there).
-5. **Errors**: at a shared step below or at the baseline's knee, the error rate of client requests rises by more
-   than ``error_rate_rise_pp`` percentage points.
-
-A baseline marked invalid cannot be used (:class:`GateInputError`, exit code 2); a current run marked invalid
-cannot be judged (:class:`InvalidRunError`, exit code 3).
+A run regresses (:class:`Thresholds`) when: the recommended concurrency or latency knee falls by more than
+``knee_drop_steps`` steps and ``knee_drop_pct`` %; the peak output tok/s (or the SLA capacity) falls by more than
+its share; a shared step's output tok/s falls by more than ``throughput_drop_pct`` %; a p99 below the baseline's knee
+rises by more than ``p99_rise_pct`` % and its minimum in ms (at the knee, by ``knee_p99_factor`` times); or the error
+rate at or below the knee rises by ``error_rate_rise_pp`` points. An invalid baseline is bad input; an invalid run
+is not judged. docs/methodology.md, "The regression gate".
 """
 
 from __future__ import annotations
@@ -27,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from locust_llm.measure.sla import error_rate
 from locust_llm.reports.summary import by_load
-from locust_llm.sla import error_rate
 
 __all__ = ["Comparison", "GateInputError", "InvalidRunError", "Thresholds", "compare", "format_comparison"]
 
@@ -116,19 +102,36 @@ def _steps(summary: dict[str, Any], model: str) -> dict[int, dict[str, Any]]:
 def _continuous(baseline: dict[str, Any], current: dict[str, Any], t: Thresholds) -> list[Check]:
     model = current["model"]
     checks = []
-    peaks = [max((s.get("output_tok_s") or 0.0 for s in _steps(r, model).values()), default=0.0)
-             for r in (baseline, current)]  # fmt: skip
+    peaks = [
+        max((s.get("output_tok_s") or 0.0 for s in _steps(r, model).values()), default=0.0) for r in (baseline, current)
+    ]
     b, c = peaks
     if b > 0:
         bad = _drop_pct(b, c) > t.throughput_drop_pct
-        checks.append(Check("-", "peak_output_tok_s", round(b, 1), round(c, 1), "REGRESSION" if bad else "ok",
-                            f"{-_drop_pct(b, c):+.0f}%"))  # fmt: skip
+        checks.append(
+            Check(
+                "-",
+                "peak_output_tok_s",
+                round(b, 1),
+                round(c, 1),
+                "REGRESSION" if bad else "ok",
+                f"{-_drop_pct(b, c):+.0f}%",
+            )
+        )
     sla = [r["knee"].get("sla_max_users_interpolated") or r["knee"].get("sla_max_users") for r in (baseline, current)]
     if all(v is not None for v in sla) and sla[0]:
         b_sla, c_sla = float(sla[0]), float(sla[1])
         bad = _drop_pct(b_sla, c_sla) > t.knee_drop_pct
-        checks.append(Check("-", "sla_capacity_users", b_sla, c_sla, "REGRESSION" if bad else "ok",
-                            f"{-_drop_pct(b_sla, c_sla):+.0f}%"))  # fmt: skip
+        checks.append(
+            Check(
+                "-",
+                "sla_capacity_users",
+                b_sla,
+                c_sla,
+                "REGRESSION" if bad else "ok",
+                f"{-_drop_pct(b_sla, c_sla):+.0f}%",
+            )
+        )
     return checks
 
 
@@ -143,19 +146,36 @@ def _step_checks(baseline: dict[str, Any], current: dict[str, Any], t: Threshold
         b_tok, c_tok = base[users].get("output_tok_s"), cur[users].get("output_tok_s")
         if b_tok and c_tok is not None:
             bad = _drop_pct(b_tok, c_tok) > t.throughput_drop_pct
-            checks.append(Check(label, "output_tok_s", b_tok, c_tok, "REGRESSION" if bad else "ok",
-                                f"{-_drop_pct(b_tok, c_tok):+.0f}%"))  # fmt: skip
+            checks.append(
+                Check(
+                    label,
+                    "output_tok_s",
+                    b_tok,
+                    c_tok,
+                    "REGRESSION" if bad else "ok",
+                    f"{-_drop_pct(b_tok, c_tok):+.0f}%",
+                )
+            )
         if knee is not None and users > knee:
             checks.append(Check(label, "p99 TTFT/ITL, errors", None, None, "skipped", f"past the knee ({knee})"))
             continue
         at_knee = users == knee
         for column, minimum in (("ttft_p99_ms", t.min_ttft_rise_ms), ("itl_p99_ms", t.min_itl_rise_ms)):
-            checks.append(_p99_check(label, column, base[users].get(column), cur[users].get(column), minimum,
-                                     t, at_knee))  # fmt: skip
+            checks.append(
+                _p99_check(label, column, base[users].get(column), cur[users].get(column), minimum, t, at_knee)
+            )
         eb, ec = error_rate(base[users]), error_rate(cur[users])
         bad = 100.0 * (ec - eb) > t.error_rate_rise_pp
-        checks.append(Check(label, "error_rate_pct", round(100 * eb, 2), round(100 * ec, 2),
-                            "REGRESSION" if bad else "ok", f"{100 * (ec - eb):+.2f} pp"))  # fmt: skip
+        checks.append(
+            Check(
+                label,
+                "error_rate_pct",
+                round(100 * eb, 2),
+                round(100 * ec, 2),
+                "REGRESSION" if bad else "ok",
+                f"{100 * (ec - eb):+.2f} pp",
+            )
+        )
     return checks
 
 

@@ -1,15 +1,28 @@
-"""Files of reports: one-line input errors, CSV and JSON reading, atomic writes."""
+"""A run's files: their names, one-line input errors, CSV and JSON reading, and atomic writes.
+
+A file is written to a temporary name and renamed, so a reader (a dashboard, the report) never sees half of it.
+"""
 
 from __future__ import annotations
 
 import csv
+import io
 import json
 import os
 import tempfile
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ReportInputError", "open_csv", "read_json_object", "write_text_atomic"]
+__all__ = [
+    "ReportInputError",
+    "open_csv",
+    "read_json_object",
+    "steps_csv_path",
+    "workers_csv_path",
+    "write_csv",
+    "write_text_atomic",
+]
 
 
 class ReportInputError(ValueError):
@@ -54,3 +67,21 @@ def write_text_atomic(path: Path, text: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def steps_csv_path(csv_prefix: str) -> Path:
+    return Path(f"{csv_prefix}_llm_steps.csv")
+
+
+def workers_csv_path(csv_prefix: str) -> Path:
+    return Path(f"{csv_prefix}_llm_workers.csv")
+
+
+def write_csv(path: Path, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> None:
+    """Write ``rows`` (missing values as empty cells) under ``columns``, replacing ``path`` atomically."""
+    buffer = io.StringIO(newline="")
+    writer = csv.DictWriter(buffer, fieldnames=list(columns), extrasaction="ignore")
+    writer.writeheader()
+    for row in rows:
+        writer.writerow({k: ("" if row.get(k) is None else row[k]) for k in columns})
+    write_text_atomic(path, buffer.getvalue())

@@ -1,19 +1,9 @@
-"""Steps recovered from plain Locust CSVs (approximate), and Locust's users-over-time timeline. Pure parsing.
+"""Steps recovered from plain Locust CSVs, approximately, and Locust's users-over-time timeline. Pure.
 
-Plain Locust CSVs (any locustfile, run with ``--csv PREFIX --csv-full-history``) have no per-step file; steps are
-recovered from ``PREFIX_stats_history.csv``:
-
-1. rows are grouped by their ``User Count``; a run of equal counts lasting at least ``MIN_STEP_S`` is a step
-   (shorter ones are ramps);
-2. the first ``max(15 s, 30 %)`` of each step is skipped (Locust's "current" percentiles cover the last ~10 s and
-   the queue needs time to settle), keeping at least the last 30 %;
-3. latencies: the median, over the kept seconds, of the "current" ``50%``/``90%``/``99%`` columns of the
-   ``TTFT``, ``ITL`` and ``E2E`` rows (locust-llm's events) or, for any other locustfile, of the ``Aggregated``
-   row read as E2E; counts and rates: differences of the ``Total Request Count``/``Total Failure Count``
-   columns; output tokens from ``E2E``'s average content size (locust-llm reports completion tokens there).
-
-Such results are marked ``approximate``: Locust rounds times (10 ms buckets from 100 ms to 1 s) and its windows
-lag the step changes.
+From ``PREFIX_stats_history.csv`` (run with ``--csv-full-history``): equal ``User Count`` rows lasting
+``MIN_STEP_S`` are a step; its first ``max(15 s, 30 %)`` is skipped; latencies are the median of the kept seconds'
+"current" percentiles; counts are differences of the totals. Locust rounds times and its windows lag, so such
+results are marked ``approximate``.
 """
 
 from __future__ import annotations
@@ -22,7 +12,7 @@ import statistics
 from pathlib import Path
 from typing import Any
 
-from locust_llm.collect.rows import COLUMNS, StepRow
+from locust_llm.measure.rows import COLUMNS, StepRow
 from locust_llm.reports.files import ReportInputError, open_csv
 
 __all__ = ["MIN_STEP_S", "history_path", "locust_timeline", "steps_from_history"]
@@ -140,13 +130,27 @@ def _history_step(step: int, times: list[float], by_time: dict[float, dict[str, 
     users = int(_num(next(iter(by_time[times[0]].values()))["User Count"]) or 0)
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(
-        step=step, users=users, model="(locust)", start_s=kept[0] - times[0], duration_s=duration,
-        requests=requests, ok=requests - errors, errors=errors,
+        step=step,
+        users=users,
+        model="(locust)",
+        start_s=kept[0] - times[0],
+        duration_s=duration,
+        requests=requests,
+        ok=requests - errors,
+        errors=errors,
         req_s=round(requests / duration, 4) if duration else None,
         output_tok_s=round(tokens / duration, 4) if tokens and duration else None,
-        completion_tokens=tokens, ttft_p50_ms=median("TTFT", "50%"), ttft_p90_ms=median("TTFT", "90%"),
-        ttft_p99_ms=median("TTFT", "99%"), itl_p50_ms=median("ITL", "50%"), itl_p90_ms=median("ITL", "90%"),
-        itl_p99_ms=median("ITL", "99%"), e2e_p50_ms=median("E2E", "50%"), e2e_p99_ms=median("E2E", "99%"),
-        warmup_s=skip, valid=True, invalid_reasons="",
-    )  # fmt: skip
+        completion_tokens=tokens,
+        ttft_p50_ms=median("TTFT", "50%"),
+        ttft_p90_ms=median("TTFT", "90%"),
+        ttft_p99_ms=median("TTFT", "99%"),
+        itl_p50_ms=median("ITL", "50%"),
+        itl_p90_ms=median("ITL", "90%"),
+        itl_p99_ms=median("ITL", "99%"),
+        e2e_p50_ms=median("E2E", "50%"),
+        e2e_p99_ms=median("E2E", "99%"),
+        warmup_s=skip,
+        valid=True,
+        invalid_reasons="",
+    )
     return row  # type: ignore[return-value]  # every column is set

@@ -1,7 +1,6 @@
 """``report.html``: one self-contained page (plotly embedded, works offline) drawn from a summary.
 
-The page records its own rendering: ``#render-status`` ends as ``rendered N charts, E errors`` once every chart
-is drawn (JavaScript errors are counted), which the browser test reads.
+The page records its rendering in ``#render-status`` (``rendered N charts, E errors``), which the browser test reads.
 """
 
 from __future__ import annotations
@@ -81,8 +80,9 @@ def _series(steps: list[dict[str, Any]], model: str, key: str) -> tuple[list[flo
 
 def _vline(fig: go.Figure, users: float | None, text: str, color: str, dash: str = "dash") -> None:
     if users:
-        fig.add_vline(x=_x(users), line_dash=dash, line_color=color, annotation_text=text,
-                      annotation_position="top left")  # fmt: skip
+        fig.add_vline(
+            x=_x(users), line_dash=dash, line_color=color, annotation_text=text, annotation_position="top left"
+        )
 
 
 def _latency_chart(summary: dict[str, Any], metric: str, title: str) -> go.Figure:
@@ -117,8 +117,9 @@ def _throughput_chart(summary: dict[str, Any]) -> go.Figure:
         users, tok = _series(summary["steps"], model, "output_tok_s")
         _, req = _series(summary["steps"], model, "req_s")
         fig.add_trace(go.Scatter(x=users, y=tok, mode="lines+markers", name=f"{model} output tok/s"))
-        fig.add_trace(go.Scatter(x=users, y=req, mode="lines+markers", name=f"{model} req/s", line_dash="dot"),
-                      secondary_y=True)  # fmt: skip
+        fig.add_trace(
+            go.Scatter(x=users, y=req, mode="lines+markers", name=f"{model} req/s", line_dash="dot"), secondary_y=True
+        )
     _vline(fig, summary["knee"]["throughput_saturation_users"], "saturation", "#9467bd")
     fig.update_layout(title="Throughput vs concurrency", legend_orientation="h")
     fig.update_yaxes(title_text="output tokens/s", secondary_y=False)
@@ -133,8 +134,13 @@ def _status_chart(summary: dict[str, Any]) -> go.Figure:
     fig = go.Figure()
     for key, name, color in STATUS_COLUMNS:
         fig.add_trace(go.Bar(x=labels, y=[s.get(key) or 0 for s in rows], name=name, marker_color=color))
-    fig.update_layout(barmode="stack", title=f"Outcomes per step ({summary['model']})",
-                      xaxis_title=summary["axis_title"], yaxis_title="requests", legend_orientation="h")  # fmt: skip
+    fig.update_layout(
+        barmode="stack",
+        title=f"Outcomes per step ({summary['model']})",
+        xaxis_title=summary["axis_title"],
+        yaxis_title="requests",
+        legend_orientation="h",
+    )
     return fig
 
 
@@ -143,8 +149,9 @@ def _timeline_chart(timeline: list[dict[str, Any]]) -> go.Figure:
     t = [p["t_s"] for p in timeline]
     fig.add_trace(go.Scatter(x=t, y=[p["users"] for p in timeline], name="users", line_shape="hv"))
     fig.add_trace(go.Scatter(x=t, y=[p["req_s"] for p in timeline], name="requests/s"), secondary_y=True)
-    fig.update_layout(title="Users and throughput over time (Locust's history)", xaxis_title="seconds",
-                      legend_orientation="h")  # fmt: skip
+    fig.update_layout(
+        title="Users and throughput over time (Locust's history)", xaxis_title="seconds", legend_orientation="h"
+    )
     fig.update_yaxes(title_text="users", secondary_y=False)
     fig.update_yaxes(title_text="requests/s", secondary_y=True)
     return fig
@@ -155,8 +162,12 @@ def _cost_chart(summary: dict[str, Any]) -> go.Figure:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     labels = [f"{c['users']:g}" for c in cost]
     fig.add_trace(go.Bar(x=labels, y=[c["cost_usd"] for c in cost], name="cost of the step's steady window, $"))
-    fig.add_trace(go.Scatter(x=labels, y=[c["usd_per_1k_responses"] for c in cost], name="$ per 1,000 responses",
-                             mode="lines+markers"), secondary_y=True)  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=labels, y=[c["usd_per_1k_responses"] for c in cost], name="$ per 1,000 responses", mode="lines+markers"
+        ),
+        secondary_y=True,
+    )
     fig.update_layout(title="Cost per step", xaxis_title=summary["axis_title"], legend_orientation="h")
     return fig
 
@@ -168,23 +179,52 @@ def _search_chart(search: dict[str, Any], axis_title: str) -> go.Figure:
     """The search path: each probe's load in the order run, coloured by its verdict; the final bracket shaded."""
     probes = search["probes"]
     fig = go.Figure()
-    fig.add_trace(go.Scatter(x=[p["order"] for p in probes], y=[p["load"] for p in probes], mode="lines",
-                             line_color="#bbbbbb", showlegend=False, hoverinfo="skip"))  # fmt: skip
+    fig.add_trace(
+        go.Scatter(
+            x=[p["order"] for p in probes],
+            y=[p["load"] for p in probes],
+            mode="lines",
+            line_color="#bbbbbb",
+            showlegend=False,
+            hoverinfo="skip",
+        )
+    )
     for verdict, color in _VERDICT_COLORS.items():
         chosen = [p for p in probes if p["verdict"] == verdict]
         if chosen:
-            fig.add_trace(go.Scatter(
-                x=[p["order"] for p in chosen], y=[p["load"] for p in chosen], mode="markers", name=verdict,
-                marker={"color": color, "size": 11, "symbol": ["diamond" if p["kind"] != "probe" else "circle"
-                                                               for p in chosen]},
-                text=[f"step {'+'.join(map(str, p['steps']))} ({p['kind']}): {p['detail']}" for p in chosen],
-                hovertemplate="%{text}<extra></extra>"))  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=[p["order"] for p in chosen],
+                    y=[p["load"] for p in chosen],
+                    mode="markers",
+                    name=verdict,
+                    marker={
+                        "color": color,
+                        "size": 11,
+                        "symbol": ["diamond" if p["kind"] != "probe" else "circle" for p in chosen],
+                    },
+                    text=[f"step {'+'.join(map(str, p['steps']))} ({p['kind']}): {p['detail']}" for p in chosen],
+                    hovertemplate="%{text}<extra></extra>",
+                )
+            )
     low, high = search["bracket"]
     if low is not None and high is not None:
-        fig.add_hrect(y0=low, y1=high, fillcolor="#2ca02c", opacity=0.12, line_width=0,
-                      annotation_text="answer bracket", annotation_position="top left")  # fmt: skip
-    fig.update_layout(title=f"Search path [{search['described']}]: {search['reason']}", xaxis_title="probe (order run)",
-                      yaxis_title=axis_title, yaxis_type="log", legend_orientation="h")  # fmt: skip
+        fig.add_hrect(
+            y0=low,
+            y1=high,
+            fillcolor="#2ca02c",
+            opacity=0.12,
+            line_width=0,
+            annotation_text="answer bracket",
+            annotation_position="top left",
+        )
+    fig.update_layout(
+        title=f"Search path [{search['described']}]: {search['reason']}",
+        xaxis_title="probe (order run)",
+        yaxis_title=axis_title,
+        yaxis_type="log",
+        legend_orientation="h",
+    )
     fig.update_xaxes(dtick=1)
     return fig
 
@@ -195,13 +235,25 @@ def _turns_chart(turns: list[dict[str, Any]]) -> go.Figure:
     fig = go.Figure()
     for (step, users, model), rows in _groups(turns).items():
         for q, dash in (("p50", "solid"), ("p99", "dot")):
-            fig.add_trace(go.Scatter(
-                x=[r["turn"] for r in rows], y=[r[f"ttft_{q}_ms"] for r in rows], mode="lines+markers",
-                name=f"step {step} ({users} users) {model} {q}", line_dash=dash,
-                text=[f"prompt p50 {r['prompt_tokens_p50']} tokens, cached {r['cached_prompt_tokens_p50']}"
-                      for r in rows]))  # fmt: skip
-    fig.update_layout(title="Time to first token by conversation turn (each turn resends the history)",
-                      xaxis_title="turn", yaxis_title="ms", legend_orientation="h")  # fmt: skip
+            fig.add_trace(
+                go.Scatter(
+                    x=[r["turn"] for r in rows],
+                    y=[r[f"ttft_{q}_ms"] for r in rows],
+                    mode="lines+markers",
+                    name=f"step {step} ({users} users) {model} {q}",
+                    line_dash=dash,
+                    text=[
+                        f"prompt p50 {r['prompt_tokens_p50']} tokens, cached {r['cached_prompt_tokens_p50']}"
+                        for r in rows
+                    ],
+                )
+            )
+    fig.update_layout(
+        title="Time to first token by conversation turn (each turn resends the history)",
+        xaxis_title="turn",
+        yaxis_title="ms",
+        legend_orientation="h",
+    )
     fig.update_xaxes(dtick=1)
     return fig
 

@@ -1,7 +1,6 @@
-"""Reading a run back: ``{prefix}_llm_steps.csv`` (exact) and ``{prefix}_llm_run.json``, or plain Locust CSVs
-(approximate, see :mod:`locust_llm.reports.history`). Pure file parsing.
+"""Reading a run back: ``{prefix}_llm_steps.csv`` (exact) and ``{prefix}_llm_run.json``, or plain Locust CSVs. Pure.
 
-Cells are typed by :class:`~locust_llm.collect.rows.StepRow`: an empty cell is ``None``; a bad one is a one-line
+Cells are typed by :class:`~locust_llm.measure.rows.StepRow`; an empty cell is ``None``, a bad one a one-line
 :class:`ReportInputError` naming the file, the line and the column.
 """
 
@@ -12,8 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from locust_llm.collect.rows import COLUMNS, StepRow, column_types
-from locust_llm.collect.turns import TurnRow, turns_csv_path
+from locust_llm.measure.rows import COLUMNS, StepRow, column_types
+from locust_llm.measure.turns import TurnRow, turns_csv_path
 from locust_llm.reports.files import ReportInputError, open_csv
 from locust_llm.reports.history import history_path, locust_timeline, steps_from_history
 
@@ -71,7 +70,7 @@ def load_run(target: str | Path) -> LoadedRun:
 
 
 def read_turns(prefix: str | Path) -> list[dict[str, Any]]:
-    """``{prefix}_llm_turns.csv`` (see :mod:`locust_llm.collect.turns`), or ``[]`` when there is none."""
+    """``{prefix}_llm_turns.csv`` (see :mod:`locust_llm.measure.turns`), or ``[]`` when there is none."""
     path = turns_csv_path(prefix)
     if not path.exists():
         return []

@@ -1,7 +1,6 @@
-"""Making a report from a run, and gating it against a baseline: the file-level glue.
+"""Making a report from a run and gating it against a baseline: the glue between files and analysis.
 
-Used at the end of a run (``--llm-report DIR``, ``--baseline FILE``, from the rows in memory) and by
-``locust-llm report`` (from the CSVs) / ``locust-llm compare``. Exit codes: 0 fine, 1 regression, 2 bad input.
+Used at the end of a run (from the rows in memory) and by ``locust-llm report`` and ``compare`` (from the CSVs).
 """
 
 from __future__ import annotations
@@ -10,13 +9,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from locust_llm.measure.sla import Prices, Sla
 from locust_llm.reports.compare import GateInputError, Thresholds, compare, format_comparison
 from locust_llm.reports.files import ReportInputError, read_json_object
 from locust_llm.reports.html import write_html
 from locust_llm.reports.load import LoadedRun
 from locust_llm.reports.summary import build_summary, console_summary, write_json
 from locust_llm.reports.verdict import EXIT_INPUT, verdict
-from locust_llm.sla import Prices, Sla
 
 __all__ = ["ReportOutcome", "gate", "make_report", "read_summary", "report_paths"]
 

@@ -1,14 +1,7 @@
 """The notebook API: a run's per-step rows as a pandas DataFrame, and its summary as a dict.
 
-::
-
-    from locust_llm.reports import load_steps, load_summary
-    steps = load_steps("runs/demo")                      # a --csv prefix, a directory, or an _llm_steps.csv
-    steps.plot(x="users", y=["ttft_p50_ms", "ttft_p99_ms"], logx=True)
-    load_summary("runs/demo")["knee"]["recommended_users"]
-
-Column dtypes follow :class:`~locust_llm.collect.rows.StepRow`: integers ``Int64`` (nullable), floats
-``float64`` (NaN for an empty cell), booleans ``boolean`` and text ``string``.
+``load_steps("runs/demo")`` takes a ``--csv`` prefix, a directory or an ``_llm_steps.csv``; dtypes follow
+:class:`~locust_llm.measure.rows.StepRow` (nullable ``Int64``, ``float64``, ``boolean``, ``string``).
 """
 
 from __future__ import annotations
@@ -18,7 +11,7 @@ from typing import Any
 
 import pandas as pd
 
-from locust_llm.collect.rows import COLUMNS, column_types
+from locust_llm.measure.rows import COLUMNS, column_types
 from locust_llm.reports.files import ReportInputError
 from locust_llm.reports.load import load_run, steps_path
 from locust_llm.reports.make import read_summary

@@ -1,26 +1,9 @@
-"""``summary.json`` (schema ``locust-llm/summary``, version 1) and the plain-text summary. Pure.
+"""``summary.json`` (schema ``locust-llm/summary``, version 1) and the printed capacity summary. Pure.
 
-Schema, version 1::
-
-    {
-      "schema": "locust-llm/summary", "version": 1,
-      "source": {"kind": "llm_steps" | "locust_history", "path": str, "approximate": bool},
-      "run": {settings of the run, never the API key; "simulator": its analytic truth when it was the target},
-      "valid": bool, "invalid_reasons": [str],
-      "sla": {"ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "max_error_rate"}, "prices": {...},
-      "model": the primary model (most requests),
-      "knee": {"latency_knee_users", "throughput_saturation_users", "sla_max_users", "provider_cap_users",
-               "recommended_users", "recommended_reason", ...},          # of the primary model
-      "analyses": {model: the same fields and more (latency knees of TTFT/ITL/E2E, goodput, cost)},
-      "steps": [one row per step and model, the _llm_steps.csv columns],
-      "search": (--search runs only) {"criterion", "described", "unit", "precision", "max_load", "probes": [{"order",
-                 "load", "kind", "steps", "verdict", "borderline", "repeated", "detail", the judged p99s}],
-                 "bracket": [low, high], "answer", "complete", "reason"}
-    }
-
-In a search run ``knee.search`` is true, its answer is ``knee.sla_max_users`` (``--search sla``) or
-``knee.latency_knee_users`` (``--search knee``), and only the steps that decided a probe can make the run invalid
-(an invalid probe was run again); a search that stopped not sure makes it invalid.
+The summary holds the run's settings (never the key), validity and reasons, the SLA and prices, the primary model's
+``knee`` (latency knee, saturation, SLA capacity, provider cap, recommendation and its reason), each model's analysis,
+the steps, and a search's record. In a search run only the steps that decided a probe can make the run invalid.
+Its fields: docs/methodology.md, "summary.json".
 """
 
 from __future__ import annotations
@@ -29,10 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from locust_llm.measure.sla import Prices, Sla
 from locust_llm.reports.analysis import RATE_KEYS, Analysis, analyze
 from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.load import LoadedRun
-from locust_llm.sla import Prices, Sla
 
 __all__ = [
     "SCHEMA",
@@ -95,8 +78,10 @@ def search_text(search: dict[str, Any]) -> str:
     again = sum(1 for p in probes if p["kind"] != "probe")
     more = f", {again} run again" if again else ""
     done = "" if search["complete"] else " (incomplete)"
-    return (f"search [{search['described']}]: {answer}{done} — {search['reason']} ({len(probes)} probes{more}, "
-            f"precision {100 * search['precision']:g}%)")  # fmt: skip
+    return (
+        f"search [{search['described']}]: {answer}{done} — {search['reason']} ({len(probes)} probes{more}, "
+        f"precision {100 * search['precision']:g}%)"
+    )
 
 
 def sim_kept_up(open_loop: list[dict[str, Any]]) -> float | None:
@@ -129,13 +114,24 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
         search = {**search, "reason": "the run stopped before the search ended", "complete": False}
     primary = _primary(run)
     analyses: dict[str, Analysis] = {
-        model: analyze(model, [s for s in run.steps if s["model"] == model], sla, prices, goodput_exact=exact,
-                       search=search if model == primary else None)
+        model: analyze(
+            model,
+            [s for s in run.steps if s["model"] == model],
+            sla,
+            prices,
+            goodput_exact=exact,
+            search=search if model == primary else None,
+        )
         for model in run.models
-    }  # fmt: skip
+    }
     judged = _decided_steps(search) if search is not None else {s["step"] for s in run.steps}
-    reasons = sorted({f"step {s['step']}: {s['invalid_reasons']}" for s in run.steps
-                      if s.get("valid") is False and s["step"] in judged})  # fmt: skip
+    reasons = sorted(
+        {
+            f"step {s['step']}: {s['invalid_reasons']}"
+            for s in run.steps
+            if s.get("valid") is False and s["step"] in judged
+        }
+    )
     reasons += run.run_meta.get("invalid_reasons", [])
     if search is not None and str(search.get("reason", "")).startswith("not sure"):
         reasons.append(f"the search could not decide: {search['reason']}")
@@ -173,16 +169,20 @@ def console_summary(summary: dict[str, Any]) -> str:
     """A few plain lines: validity, the knees, the binding limit and the recommendation."""
     knee = summary["knee"]
     a = summary["analyses"][summary["model"]]
-    lines = [f"locust-llm capacity summary for {summary['model']}" + (" (approximate)" if summary["source"][
-        "approximate"] else "")]  # fmt: skip
+    lines = [
+        f"locust-llm capacity summary for {summary['model']}"
+        + (" (approximate)" if summary["source"]["approximate"] else "")
+    ]
     if not summary["valid"]:
         lines.append("  INVALID RUN: " + "; ".join(summary["invalid_reasons"]) + " — do not trust the figures below")
     if (summary["run"].get("settings", {}).get("tls") or {}).get("insecure"):
         lines.append("  --insecure: the endpoint's TLS certificate and host name were NOT verified")
     unended = ((summary["run"].get("totals") or {}).get("open_loop") or {}).get("unended")
     if unended:
-        lines.append(f"  {unended} request(s) sent were still in flight when the run stopped and were cancelled, in no"
-                     " figure: --stop-timeout 60s lets them finish")  # fmt: skip
+        lines.append(
+            f"  {unended} request(s) sent were still in flight when the run stopped and were cancelled, in no"
+            " figure: --stop-timeout 60s lets them finish"
+        )
     search = summary.get("search")
     if search is not None:
         lines.append("  " + search_text(search))
@@ -197,8 +197,11 @@ def console_summary(summary: dict[str, Any]) -> str:
     else:
         lines.append(f"  latency knee (TTFT p99): none — {a['latency_knees']['ttft']['note']}")
     sat = at("throughput_saturation_users")
-    lines.append(f"  throughput saturation: {load_text(summary, sat)} — {a['throughput_note']}" if sat is not None
-                 else f"  throughput saturation: none — {a['throughput_note']}")  # fmt: skip
+    lines.append(
+        f"  throughput saturation: {load_text(summary, sat)} — {a['throughput_note']}"
+        if sat is not None
+        else f"  throughput saturation: none — {a['throughput_note']}"
+    )
     sla = summary["sla"]
     if any(sla.get(k) is not None for k in ("ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "max_error_rate")):
         interp = at("sla_max_users_interpolated")
@@ -213,8 +216,11 @@ def console_summary(summary: dict[str, Any]) -> str:
     rec = at("recommended_users")
     noun = "rate" if summary.get("mode") == "rate" else "concurrency"
     reason = knee["recommended_reason"]
-    lines.append(f"  recommended max {noun}: {load_text(summary, rec)} ({reason})" if rec is not None
-                 else f"  recommended max {noun}: none — {reason}")  # fmt: skip
+    lines.append(
+        f"  recommended max {noun}: {load_text(summary, rec)} ({reason})"
+        if rec is not None
+        else f"  recommended max {noun}: none — {reason}"
+    )
     if knee["provider_is_the_wall"]:
         lines.append("  the wall is the provider's rate limit (HTTP 429), not the model: raise the limit or add keys")
     truth = summary["run"].get("simulator")
@@ -223,6 +229,9 @@ def console_summary(summary: dict[str, Any]) -> str:
         lines.append(f"  simulator's analytic knee: {truth['saturation_users']} users{in_flight}")
     if truth and truth.get("open_loop"):
         kept = sim_kept_up(truth["open_loop"])
-        lines.append(f"  simulator's open-loop truth: kept up with {load_text(summary, kept)}" if kept is not None
-                     else "  simulator's open-loop truth: behind at every offered rate")  # fmt: skip
+        lines.append(
+            f"  simulator's open-loop truth: kept up with {load_text(summary, kept)}"
+            if kept is not None
+            else "  simulator's open-loop truth: behind at every offered rate"
+        )
     return "\n".join(lines)

@@ -1,30 +1,10 @@
-"""Capacity over time: one history line per run, and a drift gate that catches what night-to-night comparison lets
-through. Pure (files in, dictionaries out).
+"""Capacity over time: one history line per run, and a drift gate for slow change. Pure.
 
-**History.** ``history.jsonl`` holds one JSON object per run (``schema: locust-llm-history/1``): its start time, the
-endpoint (host without credentials) and model, the tool version, ``valid``, the ``knee`` object of its summary, and
-per step (of the run's model) the p50/p99 of TTFT, ITL and E2E, output tok/s and the 429 share; plus the run's cost
-per 1,000 responses when prices were given. A directory instead is read as every ``summary.json`` (or
-``*_llm_summary.json``) below it, ordered by start time: a history can always be rebuilt from kept reports.
-
-**Metrics judged** (``name``: which way is worse):
-
-- ``recommended_users``, ``latency_knee_users`` (down): the capacity verdicts;
-- ``peak_output_tok_s`` (down): the best step's output throughput;
-- ``ttft_p99_ms@U``, ``itl_p99_ms@U`` (up): p99s at each load ``U`` that every run of the window measured.
-
-**The drift rule.** For each metric, over the last ``window`` *valid* runs (invalid ones are shown, never
-judged) that have it: fit a Theil-Sen line (the median of the slopes between every pair of runs, against start
-time; the intercept the median of the residual levels), robust to a bad night or two. The drift is the fitted
-change across the window relative to the fitted level at its start, in percent. A metric *drifts* when
-
-1. at least ``MIN_POINTS`` (5) runs have it, else "not sure";
-2. the drift is in the worse direction by more than ``max_drift_pct``; and
-3. the change is consistent: at least ``CONSISTENCY`` (two thirds) of the pairwise slopes that are not zero point
-   the worse way, so that noise around a flat level, or one bad night, never alarms (``compare`` catches a bad
-   night; this gate catches slow drift).
-
-Exit codes, as elsewhere: 0 no drift, 1 drift, 2 bad input.
+``history.jsonl`` holds one line per run (``locust-llm-history/1``); a directory of kept summaries rebuilds it. For
+each judged metric (capacity, peak tok/s, p99s at each load every run measured) over the last ``window`` valid runs,
+a Theil-Sen line gives the drift across the window in percent of its starting level. A metric drifts when at least
+``MIN_POINTS`` runs have it, the drift is worse than ``max_drift_pct``, and two thirds of the non-zero pairwise slopes
+point the worse way: one bad night never alarms. Exit codes 0, 1, 2.
 """
 
 from __future__ import annotations
@@ -53,7 +33,7 @@ __all__ = [
     "load_history",
     "metric_series",
     "theil_sen",
-]  # fmt: skip
+]
 
 SCHEMA = "locust-llm-history/1"
 MIN_POINTS = 5
@@ -75,8 +55,9 @@ def history_line(summary: Mapping[str, Any], source: str = "") -> dict[str, Any]
     run = summary.get("run") or {}
     model = summary.get("model")
     if not isinstance(model, str) or "knee" not in summary or "steps" not in summary or not run.get("started"):
-        raise ReportInputError(f"{source or 'the summary'}: not a locust-llm summary.json (needs model, knee, steps "
-                               "and run.started)")  # fmt: skip
+        raise ReportInputError(
+            f"{source or 'the summary'}: not a locust-llm summary.json (needs model, knee, steps and run.started)"
+        )
     rows = [s for s in summary["steps"] if s.get("model") == model]
     steps = []
     for row in rows:
@@ -90,15 +71,20 @@ def history_line(summary: Mapping[str, Any], source: str = "") -> dict[str, Any]
     priced = any(r.get("cost_usd") is not None for r in rows)
     requests = sum(r.get("requests") or 0 for r in rows)
     return {
-        "schema": SCHEMA, "date": run["started"], "model": model,
+        "schema": SCHEMA,
+        "date": run["started"],
+        "model": model,
         # the embedded simulator listens on a new port each run: one endpoint, not a change every night
         "endpoint": "embedded simulator" if run.get("simulator") else _endpoint(run.get("host")),
         "tool_version": (run.get("versions") or {}).get("locust_llm") or summary.get("version"),
-        "mode": summary.get("mode") or "users", "valid": bool(summary.get("valid")), "knee": summary["knee"],
-        "steps": steps, "share_429": round(sum(r.get("status_429") or 0 for r in rows) / requests, 4)
-        if requests else None,
-        "cost_per_1k_responses_usd": round(1000 * cost / ok, 6) if priced and ok else None, "source": source,
-    }  # fmt: skip
+        "mode": summary.get("mode") or "users",
+        "valid": bool(summary.get("valid")),
+        "knee": summary["knee"],
+        "steps": steps,
+        "share_429": round(sum(r.get("status_429") or 0 for r in rows) / requests, 4) if requests else None,
+        "cost_per_1k_responses_usd": round(1000 * cost / ok, 6) if priced and ok else None,
+        "source": source,
+    }
 
 
 def load_history(path: str | Path) -> list[dict[str, Any]]:
@@ -111,8 +97,9 @@ def load_history(path: str | Path) -> list[dict[str, Any]]:
             raise ReportInputError(f"{path}: no summary.json below this directory")
         lines = [history_line(read_json_object(f, "the summary"), str(f)) for f in files]
     elif path.is_file():
-        lines = [_check(_parse(text, path, n), path, n) for n, text in enumerate(_read_lines(path), start=1)
-                 if text.strip()]  # fmt: skip
+        lines = [
+            _check(_parse(text, path, n), path, n) for n, text in enumerate(_read_lines(path), start=1) if text.strip()
+        ]
         if not lines:
             raise ReportInputError(f"{path}: the history is empty")
     else:
@@ -139,8 +126,10 @@ def _check(line: Any, path: Path, number: int) -> dict[str, Any]:
     if not isinstance(line, dict):
         raise ReportInputError(f"{where}: not a JSON object")
     if line.get("schema") != SCHEMA:
-        raise ReportInputError(f"{where}: schema {line.get('schema')!r}, expected {SCHEMA!r} (mixed histories: "
-                               "rebuild one with 'locust-llm trend DIR' from the kept reports)")  # fmt: skip
+        raise ReportInputError(
+            f"{where}: schema {line.get('schema')!r}, expected {SCHEMA!r} (mixed histories: "
+            "rebuild one with 'locust-llm trend DIR' from the kept reports)"
+        )
     for key, kind in _REQUIRED.items():
         if not isinstance(line.get(key), kind):
             raise ReportInputError(f"{where}: {key!r} must be a {kind.__name__}, got {line.get(key)!r}")
@@ -228,9 +217,15 @@ class Drift:
     text: str
 
     def as_dict(self) -> dict[str, Any]:
-        return {"metric": self.metric, "points": self.points, "drift_pct": self.drift_pct,
-                "slope_pct_per_day": self.slope_pct_per_day, "worse_share": self.worse_share,
-                "verdict": self.verdict, "text": self.text}  # fmt: skip
+        return {
+            "metric": self.metric,
+            "points": self.points,
+            "drift_pct": self.drift_pct,
+            "slope_pct_per_day": self.slope_pct_per_day,
+            "worse_share": self.worse_share,
+            "verdict": self.verdict,
+            "text": self.text,
+        }
 
 
 def judge(metric: str, series: Sequence[tuple[float, float, bool]], window: int, max_drift_pct: float) -> Drift:
@@ -238,8 +233,15 @@ def judge(metric: str, series: Sequence[tuple[float, float, bool]], window: int,
     valid = [(t, v) for t, v, ok in series if ok][-window:]
     worse_up = metric.split("@")[0] in WORSE_UP
     if len(valid) < MIN_POINTS:
-        return Drift(metric, len(valid), None, None, None, "not sure",
-                     f"{metric}: not sure: {len(valid)} valid runs in the window, {MIN_POINTS} needed")  # fmt: skip
+        return Drift(
+            metric,
+            len(valid),
+            None,
+            None,
+            None,
+            "not sure",
+            f"{metric}: not sure: {len(valid)} valid runs in the window, {MIN_POINTS} needed",
+        )
     t0 = valid[0][0]
     days = [((t - t0) / 86400.0, v) for t, v in valid]
     slope, intercept, up = theil_sen(days)
@@ -252,11 +254,20 @@ def judge(metric: str, series: Sequence[tuple[float, float, bool]], window: int,
     share = up if worse_up else 1.0 - up
     per_day = 100.0 * slope / start
     per_run = drift / (len(valid) - 1)
-    what = f"{metric} {'rose' if drift > 0 else 'fell'} {abs(drift):.1f}% over the last {len(valid)} valid runs " \
-           f"({_span(span)}; Theil-Sen slope {per_run:+.2f}% per run, {100 * share:.0f}% of pairs worse)"  # fmt: skip
+    what = (
+        f"{metric} {'rose' if drift > 0 else 'fell'} {abs(drift):.1f}% over the last {len(valid)} valid runs "
+        f"({_span(span)}; Theil-Sen slope {per_run:+.2f}% per run, {100 * share:.0f}% of pairs worse)"
+    )
     if worse > max_drift_pct and share >= CONSISTENCY:
-        return Drift(metric, len(valid), round(drift, 2), round(per_day, 3), round(share, 3), "drift",
-                     f"DRIFT: {what}, beyond {max_drift_pct:g}%")  # fmt: skip
+        return Drift(
+            metric,
+            len(valid),
+            round(drift, 2),
+            round(per_day, 3),
+            round(share, 3),
+            "drift",
+            f"DRIFT: {what}, beyond {max_drift_pct:g}%",
+        )
     return Drift(metric, len(valid), round(drift, 2), round(per_day, 3), round(share, 3), "ok", what)
 
 
@@ -281,8 +292,9 @@ def changes(lines: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
     for line in lines:
         now = (line.get("tool_version"), line.get("model"), line.get("endpoint"))
         if before is not None and now != before:
-            what = [f"{k} {a} -> {b}" for k, a, b in zip(("tool", "model", "endpoint"), before, now, strict=True)
-                    if a != b]  # fmt: skip
+            what = [
+                f"{k} {a} -> {b}" for k, a, b in zip(("tool", "model", "endpoint"), before, now, strict=True) if a != b
+            ]
             out.append((str(line["date"]), ", ".join(what)))
         before = now
     return out

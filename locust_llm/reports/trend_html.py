@@ -1,9 +1,6 @@
-"""``trend.html``: capacity over time, drawn with plotly (offline, in the page) from history lines.
+"""``trend.html``: capacity over time, drawn with plotly (offline) from history lines.
 
-Charts against the run's start time: recommended concurrency and the latency knee (with its bracket); the p99 TTFT
-and ITL at each load every valid run measured; output tok/s at the knee; the 429 share; cost per 1,000 responses
-when prices were given. Invalid runs are drawn as hollow grey crosses (shown, never judged); a change of tool
-version, model or endpoint is a dotted vertical line, named.
+Invalid runs are hollow grey crosses (shown, never judged); a change of version, model or endpoint is a dotted line.
 """
 
 from __future__ import annotations
@@ -37,18 +34,35 @@ def _split(lines: Sequence[Mapping[str, Any]], value: Any) -> list[tuple[list[An
     return traces
 
 
-def _add(fig: go.Figure, lines: Sequence[Mapping[str, Any]], name: str, value: Any, color: str | None = None,
-         error: Any = None) -> None:  # fmt: skip
+def _add(
+    fig: go.Figure,
+    lines: Sequence[Mapping[str, Any]],
+    name: str,
+    value: Any,
+    color: str | None = None,
+    error: Any = None,
+) -> None:
     for xs, ys, valid in _split(lines, value):
         extra: dict[str, Any] = {}
         if valid and error is not None:
             bars = [error(line) for line in lines if line["valid"]]
-            extra["error_y"] = {"type": "data", "symmetric": False, "array": [b[1] for b in bars],
-                                "arrayminus": [b[0] for b in bars]}  # fmt: skip
-        fig.add_trace(go.Scatter(x=xs, y=ys, name=name if valid else f"{name} (invalid run)",
-                                 mode="lines+markers" if valid else "markers",
-                                 marker=_INVALID if not valid else {"color": color} if color else {},
-                                 line={"color": color} if color else {}, **extra))  # fmt: skip
+            extra["error_y"] = {
+                "type": "data",
+                "symmetric": False,
+                "array": [b[1] for b in bars],
+                "arrayminus": [b[0] for b in bars],
+            }
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                name=name if valid else f"{name} (invalid run)",
+                mode="lines+markers" if valid else "markers",
+                marker=_INVALID if not valid else {"color": color} if color else {},
+                line={"color": color} if color else {},
+                **extra,
+            )
+        )
 
 
 def _bracket(line: Mapping[str, Any]) -> tuple[float, float]:
@@ -73,14 +87,27 @@ def _at_knee(line: Mapping[str, Any]) -> Any:
 def _mark_changes(fig: go.Figure, lines: Sequence[Mapping[str, Any]]) -> None:
     for when, what in changes(lines):
         fig.add_vline(x=when, line={"dash": "dot", "color": "#9467bd"})
-        fig.add_annotation(x=when, y=1, yref="paper", text=html.escape(what), showarrow=False, yanchor="bottom",
-                           font={"size": 10, "color": "#9467bd"})  # fmt: skip
+        fig.add_annotation(
+            x=when,
+            y=1,
+            yref="paper",
+            text=html.escape(what),
+            showarrow=False,
+            yanchor="bottom",
+            font={"size": 10, "color": "#9467bd"},
+        )
 
 
 def _figure(title: str, y_title: str) -> go.Figure:
     fig = go.Figure()
-    fig.update_layout(title=title, xaxis_title="run start (UTC)", yaxis_title=y_title, height=400,
-                      margin={"t": 70}, legend={"orientation": "h", "y": -0.25})  # fmt: skip
+    fig.update_layout(
+        title=title,
+        xaxis_title="run start (UTC)",
+        yaxis_title=y_title,
+        height=400,
+        margin={"t": 70},
+        legend={"orientation": "h", "y": -0.25},
+    )
     return fig
 
 
@@ -116,15 +143,19 @@ def _figures(lines: Sequence[Mapping[str, Any]]) -> list[go.Figure]:
 
 def _table(drifts: Sequence[Drift]) -> str:
     head = "<tr><th>metric</th><th>verdict</th><th>runs</th><th>drift %</th><th>slope %/day</th><th>text</th></tr>"
-    rows = [f'<tr{" class=invalid" if d.verdict == "drift" else ""}><td>{html.escape(d.metric)}</td>'
-            f"<td>{d.verdict}</td><td>{d.points}</td><td>{'' if d.drift_pct is None else d.drift_pct}</td>"
-            f"<td>{'' if d.slope_pct_per_day is None else d.slope_pct_per_day}</td><td style='text-align:left'>"
-            f"{html.escape(d.text)}</td></tr>" for d in drifts]  # fmt: skip
+    rows = [
+        f"<tr{' class=invalid' if d.verdict == 'drift' else ''}><td>{html.escape(d.metric)}</td>"
+        f"<td>{d.verdict}</td><td>{d.points}</td><td>{'' if d.drift_pct is None else d.drift_pct}</td>"
+        f"<td>{'' if d.slope_pct_per_day is None else d.slope_pct_per_day}</td><td style='text-align:left'>"
+        f"{html.escape(d.text)}</td></tr>"
+        for d in drifts
+    ]
     return f"<table><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
 
 
-def render_trend(lines: Sequence[Mapping[str, Any]], drifts: Sequence[Drift], verdict: str, code: int,
-                 settings: Mapping[str, Any]) -> str:  # fmt: skip
+def render_trend(
+    lines: Sequence[Mapping[str, Any]], drifts: Sequence[Drift], verdict: str, code: int, settings: Mapping[str, Any]
+) -> str:
     """The page: the verdict, the charts, the drift table and the gate's settings."""
     specs = [json.loads(fig.to_json()) for fig in _figures(lines)]
     models = sorted({str(line["model"]) for line in lines})
@@ -143,12 +174,13 @@ def render_trend(lines: Sequence[Mapping[str, Any]], drifts: Sequence[Drift], ve
     )
 
 
-def trend_text(lines: Sequence[Mapping[str, Any]], drifts: Sequence[Drift], window: int, max_drift_pct: float
-               ) -> str:  # fmt: skip
+def trend_text(lines: Sequence[Mapping[str, Any]], drifts: Sequence[Drift], window: int, max_drift_pct: float) -> str:
     """The verdict: one line per drifted metric, else one line saying there was none; and what was not judged."""
     valid = sum(1 for line in lines if line["valid"])
-    head = (f"locust-llm trend: {len(lines)} runs ({valid} valid, {len(lines) - valid} invalid, shown and not "
-            f"judged) from {lines[0]['date']} to {lines[-1]['date']}")  # fmt: skip
+    head = (
+        f"locust-llm trend: {len(lines)} runs ({valid} valid, {len(lines) - valid} invalid, shown and not "
+        f"judged) from {lines[0]['date']} to {lines[-1]['date']}"
+    )
     drifted = [d for d in drifts if d.verdict == "drift"]
     unsure = [d.metric for d in drifts if d.verdict == "not sure"]
     body = [f"  {d.text}" for d in drifted] or [
@@ -163,14 +195,32 @@ def write_trend(lines: Sequence[Mapping[str, Any]], out: Path, window: int, max_
     """Judge ``lines`` and write ``trend.html`` and ``trend.json`` to ``out``; the exit code and the verdict."""
     code, drifts = drift_gate(lines, window, max_drift_pct)
     text = trend_text(lines, drifts, window, max_drift_pct)
-    settings = {"window": window, "max_drift_pct": max_drift_pct, "min_points": MIN_POINTS,
-                "consistency": round(CONSISTENCY, 3)}  # fmt: skip
+    settings = {
+        "window": window,
+        "max_drift_pct": max_drift_pct,
+        "min_points": MIN_POINTS,
+        "consistency": round(CONSISTENCY, 3),
+    }
     out.mkdir(parents=True, exist_ok=True)
     write_text_atomic(out / "trend.html", render_trend(lines, drifts, text, code, settings))
-    data = {"schema": "locust-llm-trend/1", "settings": settings, "exit_code": code, "verdict": text,
-            "metrics": [d.as_dict() for d in drifts], "changes": [list(c) for c in changes(lines)], "runs": [
-                {"date": line["date"], "model": line["model"], "endpoint": line.get("endpoint"),
-                 "tool_version": line.get("tool_version"), "valid": line["valid"], "knee": line["knee"]}
-                for line in lines]}  # fmt: skip
+    data = {
+        "schema": "locust-llm-trend/1",
+        "settings": settings,
+        "exit_code": code,
+        "verdict": text,
+        "metrics": [d.as_dict() for d in drifts],
+        "changes": [list(c) for c in changes(lines)],
+        "runs": [
+            {
+                "date": line["date"],
+                "model": line["model"],
+                "endpoint": line.get("endpoint"),
+                "tool_version": line.get("tool_version"),
+                "valid": line["valid"],
+                "knee": line["knee"],
+            }
+            for line in lines
+        ],
+    }
     write_text_atomic(out / "trend.json", json.dumps(data, indent=2) + "\n")
     return code, text

@@ -1,16 +1,9 @@
 """The exit code of a run is a verdict. Pure.
 
-| code | meaning |
-| --- | --- |
-| 0 | a valid sweep with an analysis; errors past the knee (429s, timeouts) are findings, not failures |
-| 1 | a gate failed: a regression against ``--baseline``, or a given SLA that no tested step meets |
-| 2 | bad input: a bad flag or file (before the run), an unreadable baseline, a report that cannot be written, or a
-  run stopped because every request failed the same systematic way (:mod:`locust_llm.failfast`) |
-| 3 | the measurement is invalid: a saturated generator, a lost worker, a step too short for its requests, or no
-  successful request at any step; such a run is never judged against a baseline |
-
-Locust's ``--exit-code-on-error``, given explicitly, replaces codes 0, 1 and 3 with Locust's own rule (its value
-when any request failed, else 0).
+0: a valid sweep with an analysis (errors past the knee are findings). 1: a gate failed (a regression against
+``--baseline``, or a given SLA no step meets). 2: bad input, or a run stopped because every request failed the same
+systematic way. 3: the measurement is invalid (a saturated generator, a lost worker, a step too short, no success).
+An explicit ``--exit-code-on-error`` replaces 0, 1 and 3 with Locust's own rule.
 """
 
 from __future__ import annotations

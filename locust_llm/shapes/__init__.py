@@ -1,1 +1,1 @@
-"""Load shapes: pure step plans (:mod:`.plan`) and the thin Locust shape classes around them."""
+"""Load plans: step plans, open-loop arrivals, the capacity search and how its probes are judged. Pure."""

@@ -1,18 +1,9 @@
-"""How a search probe is judged, from its per-step row (the exact merged statistics of its steady window). Pure.
+"""How a search probe is judged from its per-step row: invalid, pass or fail, and borderline. Pure.
 
-- **Invalid**: no row, a row marked invalid (its reasons: a saturated generator, a lost worker, too few requests,
-  ...) or a row with no successful request: it decides nothing (:mod:`locust_llm.shapes.search`, rule 5).
-- ``sla``: the probe passes when its row meets every limit of the SLA (:meth:`locust_llm.sla.Sla.failures`: the
-  client-perceived p99s and the client error rate). A limit is *near* when the judged p99 lies within
-  ``BORDERLINE`` (10 %) of it, on either side, or when some client requests failed and their count is within 2
-  of the count the error limit allows (``|failed - limit * requests| <= 2``): a p99 of a few hundred samples, or
-  a count of a few errors, moves that much between two runs of the same load. The probe is *borderline* when a
-  near limit could flip its verdict: a pass with any near limit, a fail whose broken limits are all near.
-- ``knee`` (the latency knee of TTFT p99): the reference is the TTFT p99 of the first valid probe (the start
-  load, which must be on the flat part of the curve). A probe passes while its TTFT p99 is at most
-  ``(1 + KNEE_RISE)`` times the reference (``KNEE_RISE`` = 50 %: the rise :mod:`locust_llm.reports.knee` also
-  requires before it calls a knee), and is borderline within ``BORDERLINE`` of that threshold. The answer is the
-  highest load still on the flat part.
+Invalid: no row, an invalid row or no success. ``sla``: a pass when every SLA limit holds; a limit is *near* within
+``BORDERLINE`` (10 %) of it, or when the failed count is within 2 of what the error limit allows. ``knee``: a pass
+while TTFT p99 is at most ``(1 + KNEE_RISE)`` times the first valid probe's (the rise the knee rule needs). A probe is
+borderline when a near limit could flip its verdict.
 """
 
 from __future__ import annotations
@@ -21,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from locust_llm.reports.knee import MIN_RISE
+from locust_llm.measure.knee import MIN_RISE
+from locust_llm.measure.sla import Sla, error_rate, judged
 from locust_llm.shapes.search import Outcome
-from locust_llm.sla import Sla, error_rate, judged
 
 __all__ = ["BORDERLINE", "KNEE_RISE", "Criterion"]
 

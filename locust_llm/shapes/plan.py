@@ -1,10 +1,8 @@
-"""Pure step plans: the target number of users as a function of elapsed seconds. No Locust, no clock.
+"""Step plans: the target number of users as a function of elapsed seconds. Pure; no clock.
 
-A :class:`StepPlan` with steps ``(u0, u1, ..., un)`` and step length ``d`` seconds holds ``u_i`` users during
-``[i*d, (i+1)*d)`` and ends at ``(n+1)*d``. Boundaries belong to the step that starts there.
-
-Users of a step are spawned within about a second (``|u_i - u_{i-1}|`` per second), but never faster than
-``MAX_SPAWN_RATE`` (100) per second: Locust warns above that rate, and a step that needs longer has its warm-up.
+A :class:`StepPlan` of steps ``(u0, ..., un)`` and step length ``d`` holds ``u_i`` users during ``[i*d, (i+1)*d)``
+and ends at ``(n+1)*d``. A step's users are spawned within about a second, never faster than
+:data:`MAX_SPAWN_RATE` per second.
 """
 
 from __future__ import annotations

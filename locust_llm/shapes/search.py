@@ -1,23 +1,10 @@
-"""Adaptive capacity search: the highest load that meets a criterion, in few probes. Pure: no Locust, no clock.
+"""Adaptive capacity search: the highest load that meets a criterion, in few probes. Pure; no clock.
 
-A *load* is a number of users (integers) or, in open loop, a request rate (requests/s). A *probe* runs one load
-and is judged by the caller (:mod:`locust_llm.shapes.criteria`) as passing, failing or invalid. The rules:
-
-1. **Grow.** The first probe is ``start``. While probes pass, the next load doubles, capped at ``max_load``; a pass
-   at ``max_load`` ends the search: the answer is at least ``max_load`` (the bracket has no upper end).
-2. **Shrink.** When the start fails, the load halves until a probe passes, down to ``min_load`` (1 user; for
-   rates ``start / 64``); a failure there ends the search with no answer.
-3. **Bisect.** With ``low`` the highest passing load and ``high`` the lowest failing one, the next probe is their
-   midpoint (users: rounded down, strictly inside), until ``high - low <= max(precision * low, resolution)``
-   (resolution: 1 user, or 0 for rates). The answer is ``low``; ``[low, high]`` is where the crossing lies.
-4. **Borderline.** An outcome flagged *borderline* (its judged value within a margin of its limit: a p99 from a few
-   hundred samples is that noisy) is not trusted: the load is run again once, and the decision is made on both
-   probes' samples together (the caller judges the merged statistics and records one outcome for them).
-5. **Invalid.** An invalid probe (generator saturated, worker lost, too few requests) never decides. The load is
-   run again once; invalid again, the search stops there, *not sure*, with the bracket found so far.
-6. **Noise.** The curve is assumed to rise with the load; each decision only narrows the bracket it was probed in,
-   so a noisy verdict can move the answer within that bracket and never outside it.
-7. **Budget.** :meth:`Search.stop` ends the search early (the caller's time budget), with the bracket so far.
+Grow: double from ``start`` while probes pass (up to ``max_load``). Shrink: halve after a failing start, down to
+``min_load``. Bisect between the highest pass ``low`` and lowest failure ``high`` until ``high - low <= max(precision
+* low, resolution)``; the answer is ``low``. A borderline outcome is run again once and decided on both probes'
+samples; an invalid one is run again once, then the search stops *not sure*. Each decision narrows only its own
+bracket; :meth:`Search.stop` ends early. docs/methodology.md, "The capacity search".
 """
 
 from __future__ import annotations
@@ -44,8 +31,13 @@ class SearchSettings:
     min_requests: int
 
     def describe(self) -> dict[str, Any]:
-        return {"criterion": self.criterion, "precision": self.precision, "max_load": self.max_load,
-                "max_duration_s": self.max_duration_s, "min_requests": self.min_requests}  # fmt: skip
+        return {
+            "criterion": self.criterion,
+            "precision": self.precision,
+            "max_load": self.max_load,
+            "max_duration_s": self.max_duration_s,
+            "min_requests": self.min_requests,
+        }
 
 
 @dataclass(frozen=True)
@@ -80,9 +72,17 @@ class Probe:
 
     def as_dict(self) -> dict[str, Any]:
         verdict = "invalid" if self.outcome.passed is None else ("pass" if self.outcome.passed else "fail")
-        return {"order": self.order, "load": self.load, "kind": self.kind, "steps": list(self.steps),
-                "verdict": verdict, "borderline": self.outcome.borderline, "detail": self.outcome.detail,
-                "repeated": self.kind == "repeat", **dict(self.outcome.values)}  # fmt: skip
+        return {
+            "order": self.order,
+            "load": self.load,
+            "kind": self.kind,
+            "steps": list(self.steps),
+            "verdict": verdict,
+            "borderline": self.outcome.borderline,
+            "detail": self.outcome.detail,
+            "repeated": self.kind == "repeat",
+            **dict(self.outcome.values),
+        }
 
 
 class Search:
@@ -173,9 +173,15 @@ class Search:
         return f"the crossing lies below {self.text(high)}" if high is not None else ""
 
     def as_dict(self) -> dict[str, Any]:
-        return {"precision": self.precision, "max_load": self.max_load, "probes": [p.as_dict() for p in self.probes],
-                "bracket": [self.low, self.high], "answer": self.low, "complete": self.complete,
-                "reason": self.reason}  # fmt: skip
+        return {
+            "precision": self.precision,
+            "max_load": self.max_load,
+            "probes": [p.as_dict() for p in self.probes],
+            "bracket": [self.low, self.high],
+            "answer": self.low,
+            "complete": self.complete,
+            "reason": self.reason,
+        }
 
     # -- rules ------------------------------------------------------------------------------------------------
 
@@ -184,8 +190,10 @@ class Search:
         if high is None:
             assert low is not None
             if low >= self.max_load:
-                self._end(f"meets the criterion at the search's maximum, {self.text(low)}: the capacity is at "
-                          "least that", True)  # fmt: skip
+                self._end(
+                    f"meets the criterion at the search's maximum, {self.text(low)}: the capacity is at least that",
+                    True,
+                )
                 return
             self._next = Next(self._round(min(2 * low, self.max_load)))
             return

@@ -1,1 +1,1 @@
-"""The simulated OpenAI-compatible LLM server: pure engine models (:mod:`.engine`) and a thin aiohttp front."""
+"""The simulated OpenAI-compatible LLM server: pure engine models and a thin aiohttp front (docs/simulator.md)."""

@@ -1,5 +1,5 @@
 import sys
 
-from locust_llm.sim.cli import main
+from locust_llm.sim.command import main
 
 sys.exit(main())

@@ -1,11 +1,7 @@
 """A one-shot alarm at an absolute ``time.monotonic_ns()`` instant, precise to tens of microseconds on Linux.
 
-asyncio's and uvloop's timers have millisecond resolution (epoll's and libuv's timeouts are in milliseconds, and
-libuv's clock is cached per loop iteration): measured in the simulator at 128 streams they fired 0.2 ms late at the
-median and 0.8 ms at p99, which alone spent the 1 ms lateness budget (``bench/sim_bench.py``). On Linux the alarm is
-a ``timerfd`` (``CLOCK_MONOTONIC``, armed at an absolute time, read through ``ctypes``) watched by the loop's
-``add_reader``: the descriptor turns readable at the instant, so the loop wakes then, not at the next millisecond.
-Elsewhere (or if the timerfd cannot be made) it falls back to ``loop.call_at``.
+asyncio's and uvloop's timers have millisecond resolution; on Linux the alarm is a ``timerfd`` armed at an absolute
+``CLOCK_MONOTONIC`` time and watched by the loop's ``add_reader``. Elsewhere it falls back to ``loop.call_at``.
 """
 
 from __future__ import annotations

@@ -1,33 +1,10 @@
-"""A continuous-batching engine on a KV-cache budget (vLLM-like). Pure: arrivals and times in, token times out.
+"""A continuous-batching engine on a KV-cache budget, as vLLM schedules. Pure: arrivals in, token times out.
 
-The engine runs in *steps* (one forward pass each) back to back while it has work:
-
-1. **Grow running sequences.** In admission order, every running sequence that is already prefilled needs room for
-   its next token: ``blocks(prompt + generated + 1 - shared)`` KV blocks of ``block_tokens`` of its own (see
-   *sharing*). When the cache cannot hold that, the most recently admitted sequence is *preempted* (its blocks are
-   freed; it goes back to the front of the queue and will recompute ``prompt + generated`` tokens when
-   readmitted), until the growth fits.
-2. **Admit** (only when nothing was preempted): from the FIFO queue, in order, while fewer than ``max_batch`` run,
-   the head's own ``blocks(prompt + generated + 1 - shared)`` (plus its shared prefix's blocks when no running
-   sequence holds them yet) fit in the cache minus a ``watermark`` share, and the prefill budget of the step
-   (``max_prefill_tokens``) is not exceeded (one admission per step is always allowed). A head that does not fit
-   blocks everyone behind it (strict FIFO), so TTFT grows with the queue depth.
-3. **Duration** ``= decode_ms(n_decoding) + prefill_ms_per_1k * uncached_prefill_tokens / 1000`` (at least
-   ``min_step_ms``), where ``decode_ms(b)`` is the first entry of the step table whose batch bound is ``>= b``:
-   ITL grows stepwise at the table's (power-of-two) boundaries. Uncached prefill tokens are the prompt tokens not
-   covered by the longest prefix-cache hit among the request's ``lookups`` (see :mod:`.prefix`; that hit is the
-   request's ``cached_tokens``), plus the tokens generated before a preemption.
-4. **Emit** at the step's end: one token for every sequence of the step (a prefill produces the first token).
-   Finished sequences free their blocks.
-
-**Sharing** (as vLLM's automatic prefix caching and SGLang's radix cache store a prefix once): sequences with the
-same shareable prefix (``prefix_key``, a system prompt or a marked prefix) hold its ``shared = floor(P / block)``
-full blocks together: the first running holder takes them, the last one to finish (or be preempted) frees them.
-``N`` running sequences sharing a ``P``-token prefix so use ``blocks(P)`` once plus their own tokens, not
-``N * blocks(P + own)``. The partial last block of a prefix is not shared, as in vLLM.
-
-Arrivals only join at a step start that is not earlier than their arrival, so results depend on arrival times, not
-on when the caller happens to call :meth:`advance`.
+Each step: grow the running sequences (preempting the newest when the cache cannot hold their next token), admit
+from a strict FIFO queue while blocks, ``max_batch`` and the prefill budget allow, last ``decode_ms(batch) +
+prefill_ms_per_1k * uncached_tokens / 1000``, and emit one token per sequence. Sequences sharing a cached prefix hold
+its full blocks once. So TTFT grows with the queue, ITL steps with the batch and throughput plateaus once the cache is
+full. docs/simulator.md, "Continuous batching".
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
 """``locust-llm sim --tls``: a throw-away certificate authority and a server certificate signed by it.
 
-The CA (``sim-ca.pem``) is what a client trusts (``--ca-bundle``); the server certificate names ``localhost``,
-``127.0.0.1``, ``::1`` and the address the simulator listens on, so host-name checks pass as they would against a
-real endpoint. Both are made fresh at each start (EC P-256, valid for a day) and written, with the server's key,
-to one directory.
+The CA (``sim-ca.pem``) is what a client trusts (``--ca-bundle``); the server certificate names ``localhost``, the
+loopback addresses and the listening address. Both are made fresh at each start (EC P-256, valid for a day).
 """
 
 from __future__ import annotations
@@ -48,8 +46,12 @@ _CA_USAGE = x509.KeyUsage(
 
 
 def _name(common: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "locust-llm simulator"),
-                      x509.NameAttribute(NameOID.COMMON_NAME, common)])  # fmt: skip
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "locust-llm simulator"),
+            x509.NameAttribute(NameOID.COMMON_NAME, common),
+        ]
+    )
 
 
 def _alt_names(host: str) -> list[x509.GeneralName]:

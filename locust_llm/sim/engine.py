@@ -1,14 +1,8 @@
-"""Pure engine models of an LLM server: which token of which sequence is emitted when. No I/O, no clock.
+"""Engine models of an LLM server: which token of which sequence is emitted when. Pure; no I/O, no clock.
 
-Every engine has the same small interface, driven by the HTTP front with a monotonic clock in nanoseconds:
-
-- ``submit(seq, now_ns)``: a request arrives;
-- ``cancel(seq_id, now_ns)``: the client went away;
-- ``next_event_ns()``: when the next token is due (``None`` when idle);
-- ``advance(now_ns)``: every token due at or before ``now_ns``, in time order, as :class:`Emission` s.
-
-Scheduled times are the ground truth: they depend only on the arrivals and the parameters, never on how late the
-driver calls ``advance``.
+Every engine answers ``submit``, ``cancel``, ``next_event_ns`` and ``advance(now_ns)`` (every token due by then, in
+time order). Scheduled times are the ground truth: they depend on the arrivals and the parameters only, never on how
+late ``advance`` is called. :class:`PacingEngine` gives a fixed TTFT and ITL up to a capacity.
 """
 
 from __future__ import annotations

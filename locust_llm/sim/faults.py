@@ -1,12 +1,7 @@
-"""Fault injection of the simulator: which request misbehaves, and how. Pure and seeded.
+"""Fault injection: which request misbehaves, and how. Pure and seeded.
 
-Kinds: ``500``, ``502``, ``503`` (an HTTP error instead of an answer), ``reset`` (the connection is reset in the
-middle of the stream), ``stall`` (the stream stops in the middle and the connection stays open), ``malformed`` (a
-chunk of invalid JSON in the middle of the stream), ``no-done`` (the stream ends cleanly but without
-``data: [DONE]``), ``close`` (the connection is closed after the response although keep-alive was advertised).
-
-Either each request draws its fault from the probabilities (seeded by the request's ordinal, so a run is
-reproducible) or a script names the fault of each request in turn (``ok`` for none), cycling.
+Kinds: ``500``, ``502``, ``503``, ``reset``, ``stall``, ``malformed``, ``no-done`` and ``close``. Each request draws
+its fault from the probabilities, seeded by its ordinal, or a script names each request's fault in turn, cycling.
 """
 
 from __future__ import annotations

@@ -1,12 +1,8 @@
-"""Provider-style rate limits of the simulator, per API key (and per model). Pure.
+"""Provider-style rate limits per API key: a concurrency cap and tokens per minute, with ``Retry-After``. Pure.
 
-- **Concurrency cap**: at most ``max_concurrent`` requests of one key in flight; over it a request is refused
-  with ``Retry-After = retry_after_s``.
-- **Tokens per minute**: a token bucket per key holding at most ``tpm`` tokens, refilled at ``tpm / 60`` tokens
-  per second. A request costs ``prompt_tokens + max_tokens`` (charged on admission, as providers do). Refused
-  requests are told ``Retry-After = (cost - available) / (tpm / 60)`` seconds, when the bucket will hold enough.
-- **Early returns**: a refused client (API key + client identity) is told when to come back; a request from it
-  before that moment counts as an early return, whatever its fate.
+Over ``max_concurrent`` requests in flight a request is refused (429, ``Retry-After = retry_after_s``); a token bucket
+of ``tpm`` refilled at ``tpm / 60`` per second charges ``prompt_tokens + max_tokens`` on admission and tells a refused
+request when it will hold enough. A client that comes back before its ``Retry-After`` is counted.
 """
 
 from __future__ import annotations

@@ -1,17 +1,9 @@
-"""Prefix cache of the simulator: which leading messages are cacheable, and the cache of their KV. Pure.
+"""The simulator's prefix cache: which leading messages are cacheable, and an LRU cache of their KV. Pure.
 
-**Cacheable prefix** (:func:`cache_prefix`): the leading messages up to the last one marked ``cache_control`` (on
-the message or on one of its content parts); in ``auto`` mode, without a mark, a leading system (or developer)
-message followed by more; in ``hint`` mode only marked prefixes; ``off``: none. A prefix is identified by a hash of
-its messages (:func:`prefix_key`).
-
-**Cache** (:class:`PrefixCache`): an entry is a prefix key (a hash of the messages it covers) with its token count.
-A lookup hits when the key is present and was used within ``ttl_s`` (like an "ephemeral" cache entry); a hit
-refreshes it. Inserting beyond ``capacity_tokens`` evicts the least recently used entries.
-
-**Keys** are chained (:func:`chain_keys`): the key of ``messages[:j + 1]`` hashes the key of ``messages[:j]`` with
-message ``j``'s JSON, so every message boundary of a request has a key at the cost of hashing each message once,
-and a conversation's next turn finds its history (the previous turn's messages plus the reply) by key.
+Cacheable: up to the last message marked ``cache_control``; in ``auto`` mode also a leading system message or a
+conversation's history; ``hint`` marked prefixes only; ``off`` none. Keys are chained message by message, so every
+message boundary has one. A lookup hits within ``ttl_s`` of its last use; beyond ``capacity_tokens`` the least
+recently used go.
 """
 
 from __future__ import annotations

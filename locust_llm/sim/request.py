@@ -1,14 +1,7 @@
-"""Parsing and validating one ``POST /v1/chat/completions`` body. Pure.
+"""Parsing and validating one ``POST /v1/chat/completions`` body, answered as OpenAI's API answers. Pure.
 
-Checks, each answered like OpenAI's API (status, ``message``, ``param``, ``code``): a JSON object; ``messages`` a
-non-empty array of objects; ``model`` a served model (404 ``model_not_found`` otherwise); ``max_tokens`` (or
-``max_completion_tokens``, default 16) an integer >= 1; ``stream`` a boolean; prompt plus ``max_tokens`` within
-the model's context (400 ``context_length_exceeded``). Prompt tokens are counted with
-:func:`locust_llm.tokens.estimate_prompt_tokens`; the shareable cached prefix is found by
-:func:`.prefix.cache_prefix`. The prefixes a cache may hold (``lookups``, longest first) are, in ``auto`` mode,
-every leading part of the messages that ends before the last one (a conversation's history among them; its
-``history`` is the whole request, which the reply will extend), in ``hint`` mode the marked prefix alone. A prefix
-of messages ``0..j`` counts ``sum(4 + text tokens)`` tokens, the request's own 3 aside.
+It also counts the prompt's tokens (:mod:`locust_llm.protocol.tokens`) and lists the prefixes a cache may hold
+(``lookups``, longest first).
 """
 
 from __future__ import annotations
@@ -20,8 +13,8 @@ from typing import Any
 
 import orjson
 
+from locust_llm.protocol.tokens import estimate_prompt_tokens, message_tokens
 from locust_llm.sim.prefix import cache_prefix, chain_keys
-from locust_llm.tokens import estimate_prompt_tokens, message_tokens
 
 __all__ = ["BadRequest", "ChatRequest", "parse_chat_request"]
 
@@ -97,5 +90,15 @@ def parse_chat_request(raw: bytes, contexts: Mapping[str, int], prefix_mode: str
         marked: tuple[tuple[str, int], ...] = ((key, prefix_tokens),) if key is not None else ()
         return ChatRequest(model, messages, max_tokens, stream, include_usage, n_prompt, key, prefix_tokens, marked)
     lookups = tuple((keys[j], tokens[j]) for j in range(len(messages) - 2, -1, -1))
-    return ChatRequest(model, messages, max_tokens, stream, include_usage, n_prompt, key, prefix_tokens, lookups,
-                       (keys[-1], tokens[-1]))  # fmt: skip
+    return ChatRequest(
+        model,
+        messages,
+        max_tokens,
+        stream,
+        include_usage,
+        n_prompt,
+        key,
+        prefix_tokens,
+        lookups,
+        (keys[-1], tokens[-1]),
+    )

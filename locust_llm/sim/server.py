@@ -1,10 +1,8 @@
-"""The simulator's HTTP front (aiohttp): OpenAI-compatible routes around the runtime (:mod:`.runtime`), and
-:func:`serve`. Request parsing is :mod:`.request`, the bytes on the wire :mod:`.wire`.
+"""The simulator's HTTP front (aiohttp): OpenAI-compatible routes around the replicas, and :func:`serve`.
 
-Routes: ``POST /v1/chat/completions`` (streaming and not), ``GET /v1/models``, ``GET /health``, ``GET /sim/stats``
-(counters and analytic truth), ``GET /sim/truth`` (the expected steady state for a load) and
-``POST /sim/reset-lateness``. ``GET /sim/truth?rate=R&arrivals=poisson&seed=S`` replays an open loop of ``R``
-requests/s through a fresh engine.
+Routes: ``POST /v1/chat/completions`` (streamed or not), ``GET /v1/models``, ``GET /health``, ``GET /sim/stats``
+(counters, truth, lateness), ``GET /sim/truth`` (the expected steady state for a load, or an open-loop replay) and
+``POST /sim/reset-lateness``.
 """
 
 from __future__ import annotations
@@ -23,16 +21,16 @@ from collections import Counter
 
 from aiohttp import web
 
-from locust_llm import heap
-from locust_llm.shapes.arrivals import parse_arrivals
+from locust_llm.config.gc_settings import tune_gc
+from locust_llm.config.parsers import parse_arrivals
 from locust_llm.sim import realtime
-from locust_llm.sim.config import SimConfig
+from locust_llm.sim.chunks import completion_body, error_body
 from locust_llm.sim.engine import SeqRequest
+from locust_llm.sim.presets import SimConfig
+from locust_llm.sim.replicas import ModelRuntime
 from locust_llm.sim.request import BadRequest, ChatRequest, parse_chat_request
-from locust_llm.sim.runtime import ModelRuntime
-from locust_llm.sim.stream import Stream
+from locust_llm.sim.response import Stream
 from locust_llm.sim.timing import BehindWatch, EmissionError
-from locust_llm.sim.wire import completion_body, error_body
 
 __all__ = ["SimServer", "serve"]
 
@@ -152,12 +150,22 @@ class SimServer:
         replica = runtime.pick()
         close = fault == "close" or self.config.close_after_response
         if not chat.stream:
-            stream = Stream(seq_id, chat.model, chat.prompt_tokens, output, None, True, loop.create_future(), key,
-                            history=chat.history)  # fmt: skip
+            stream = Stream(
+                seq_id,
+                chat.model,
+                chat.prompt_tokens,
+                output,
+                None,
+                True,
+                loop.create_future(),
+                key,
+                history=chat.history,
+            )
             replica.submit(stream, seq)
             await stream.done
-            body = completion_body(stream.fmt, "".join(stream.text), stream.prompt_tokens, stream.output_tokens,
-                                   stream.cached)  # fmt: skip
+            body = completion_body(
+                stream.fmt, "".join(stream.text), stream.prompt_tokens, stream.output_tokens, stream.cached
+            )
             headers = {"Connection": "keep-alive"} if close else None
             resp = self._answer(runtime, web.Response(body=body, content_type="application/json", headers=headers))
             if close:
@@ -169,9 +177,19 @@ class SimServer:
         resp = _EventStream(headers=headers)
         resp.enable_chunked_encoding()
         stream = Stream(
-            seq_id, chat.model, chat.prompt_tokens, output, request.transport, chat.include_usage,
-            loop.create_future(), key, fault, min(runtime.spec.reasoning_tokens, output - 1), chat.history, taken,
-        )  # fmt: skip
+            seq_id,
+            chat.model,
+            chat.prompt_tokens,
+            output,
+            request.transport,
+            chat.include_usage,
+            loop.create_future(),
+            key,
+            fault,
+            min(runtime.spec.reasoning_tokens, output - 1),
+            chat.history,
+            taken,
+        )
         self._answer(runtime, resp)
         try:
             await resp.prepare(request)
@@ -243,8 +261,11 @@ class SimServer:
             marked = q.get("prefix_marked", "0") == "1"
             arrivals = parse_arrivals(q.get("arrivals", "poisson"))
         except ValueError as exc:
-            return _error(400, "users, prompt_tokens, max_tokens and prefix_tokens must be integers, rate a number: "
-                          f"{exc}", "invalid_request_error")  # fmt: skip
+            return _error(
+                400,
+                f"users, prompt_tokens, max_tokens and prefix_tokens must be integers, rate a number: {exc}",
+                "invalid_request_error",
+            )
         runtime = self.models[name]
         if rate > 0:  # an open loop: replayed through a fresh engine (CPU-bound, once per run)
             truth = runtime.open_loop_truth(rate, arrivals, q.get("seed", "0"), prompt, max_tokens)
@@ -295,7 +316,7 @@ async def serve(
     bound = sock.getsockname()[1]
     shown = f"[{host}]" if ":" in host else host
     os.write(ready_fd, f"locust-llm sim listening on {scheme}://{shown}:{bound}/v1\n".encode())
-    heap.settle()  # no collection stalls the writes of hundreds of streams (locust_llm/heap.py)
+    tune_gc()  # no collection stalls the writes of hundreds of streams (locust_llm/config/gc_settings.py)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

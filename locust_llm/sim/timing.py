@@ -1,51 +1,10 @@
 """When the simulator writes a decode step's tokens, and how far from their due time they went out.
 
-A decode step ends at one instant (the engine's schedule, the ground truth) and emits one token to every stream of
-its batch. One process writes them one after the other, one socket write each, so they cannot all leave at that
-instant: at 512 streams and ~6 us per write the batch takes ~3 ms to write. Writing all of it from the due time on
-made the last token of every step ~3 ms late, and a stream that sits at the end of the batch always so (wave 1:
-p99 lateness 2.5 ms at 128 streams, 5.9 ms at 512).
-
-:class:`WriteLead` centres the batch on the due time instead: the replica's alarm (:mod:`.alarm`, a timerfd
-precise to tens of microseconds) rings the expected wake-up delay plus half the batch's expected write time before
-the step ends, so the tokens go out within about ``n * w / 2`` either side of it, with ``n`` the tokens of the
-previous step and ``w`` the cost of one write. The lead is capped (``MAX_LEAD_NS``) so that a stalled process
-never writes far ahead. Only the wall-clock moment of each write moves: the engine's schedule, and so the analytic
-truth, are untouched, and a stream's place in the batch (the engine's order) is the same every step, so its ITL
-stays exact; its TTFT carries its place's offset, at most half the batch's write time.
-
-A step's writes cannot begin before the engine has stepped and its chunks are made, and that delay (with the
-alarm's wake-up) varies by a millisecond at 512 streams from step to step: a step that woke late was late
-throughout, and a centred batch of a perfect start was still 0.6 ms better at p99 than one started when ready
-(``bench/sim_steps.py``). So a step expected to take :data:`SPIN_SPAN_NS` or more to write starts precisely, in two
-phases. Its alarm rings earlier by the wake delay's spread (:attr:`WriteLead.allowance_ns`, the 95th percentile
-less the median over :data:`SPREAD_WINDOW` such steps, and room to yield): the engine steps and the chunks are
-made, and the alarm is re-armed for the writes' instant (:meth:`WriteLead.start_ns`, half the span the tokens
-actually emitted take at the :data:`START_QUANTILE` cost per write, before the due time) less
-:data:`ALARM_GUARD_NS`; the loop serves requests till then, and the writes wait the last tenths of a millisecond
-in a spin (a sleep overshot by up to a millisecond). The wait costs no CPU but that spin; a step made too late for
-the second alarm spins or, past its instant, begins at once. A smaller step (the pacing engine's, a few streams
-each) is written as soon as it is made.
-
-The two estimates are medians (but for :data:`START_QUANTILE`) over the last :data:`WINDOW` steps that wrote
-tokens: the delay from the planned instant to the first write (the alarm's wake-up and the engine's step;
-``EARLY_NS`` before any step, about what a millisecond timer costs) and the cost of one write (each step's elapsed
-time over its writes, weighted by its writes, so that a step of two tokens counts as two). A median ignores a
-step the process was stalled in (preempted, or its writes held up by the kernel) while following a lasting change
-within half the window. A decayed mean did not: on a noisy machine one 10 ms stall moved the next steps' lead by
-2 ms, and they went out early by as much.
-
-:class:`EmissionError` records ``|written - due|`` for every token (``/sim/stats`` ``lateness_ms``, the figure the
-benches hold to their goals) and, apart, how early the early ones were (``early_ms``): the histograms take no
-negative values, and an early write is as wrong as a late one.
-
-It also records what the streams were actually delivered (``delivered_ms``), stamped when each write returned: a
-stream's TTFT from when the simulator took its request (its handler's start, headers parsed, before the handler
-emits any overdue step, :meth:`~locust_llm.sim.runtime.Replica.catch_up`) to its first token's write, and every
-ITL, the gap between two writes to the same stream. Against the schedule these carry the simulator's own lateness;
-against them a client's measurements carry only the client's error (and the request's way in, tens of
-microseconds), which is how ``bench/generator.py`` judges a generator's accuracy on a machine that stalls the
-server too.
+:class:`WriteLead` centres a step's writes on its due time: its alarm rings the expected wake-up delay plus half the
+batch's expected write time early, so tokens go out within about ``n * w / 2`` of it (``n`` writes of ``w`` each),
+both estimates medians over recent steps; large steps start precisely, in two phases. Only the moment of each write
+moves, never the engine's schedule. :class:`EmissionError` records ``|written - due|`` (and how early the early ones
+were) and what each stream was delivered. docs/simulator.md, "Timing of the writes".
 """
 
 from __future__ import annotations
@@ -55,7 +14,7 @@ from collections.abc import Mapping
 from statistics import median
 from typing import Any, Protocol
 
-from locust_llm.histogram import Histogram
+from locust_llm.measure.histogram import Histogram
 
 __all__ = [
     "ALARM_GUARD_NS",
@@ -102,10 +61,8 @@ ALARM_GUARD_NS = 200_000
 within tens of microseconds, and the loop may be finishing a callback (a request handler catches up, though)."""
 
 START_QUANTILE = 0.75
-"""A precise step's writes begin half their span at this quantile of the cost per write before the due time. The
-cost varies from step to step (p10-p90 7.4-11 us at 512 streams), so a span centred on the median runs late more
-than early; in five traces of ``bench/sim_steps.py`` a perfect start at the 0.7-0.8 quantile put the token
-lateness p99 0.06-0.08 ms below one at the median (0.5: 2.53 ms, 0.75: 2.45, 0.9: 2.50)."""
+"""A precise step's writes begin half their span at this quantile of the cost per write before the due time: the
+cost varies from step to step, so a span centred on the median runs late more often than early."""
 
 SPREAD_WINDOW = 64
 """Steps whose wake delays give its spread: the 95th percentile less the median needs more than :data:`WINDOW`."""

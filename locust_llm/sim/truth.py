@@ -1,27 +1,10 @@
-"""What the simulator should show: analytic steady state, and an exact closed-loop replay of the pure engine.
+"""What the simulator should show: the analytic steady state, and exact replays of the pure engine.
 
-Analytic model of :class:`~locust_llm.sim.batching.BatchingEngine` under ``U`` closed-loop users, each asking for
-prompts of ``P`` tokens and ``N`` output tokens, with no think time:
-
-- **Capacity.** A sequence holds ``blocks(P + g + 1)`` blocks after generating ``g`` tokens; averaged over its life
-  that is ``B = mean_{g<N} blocks(P + g + 1)``. At most ``S = min(max_batch, floor(usable_blocks / B))``
-  sequences fit: the *saturation concurrency* (the knee). Beyond it, requests queue.
-- **Below the knee** (``U <= S``). A finished user's next request arrives during the following step, waits for it
-  to end, then is prefilled in the next one: it is out of the batch for about one step in ``N + 1``, so the batch
-  holds ``b = U * N / (N + 1)``; each step prefills ``b / N`` prompts. Step time
-  ``T(b) = decode_ms(b) + prefill_ms(P * b / N)``; ``ITL = T(b)``, ``TTFT = 2 * T(b)``.
-- **Above the knee.** ``S`` sequences run, one step lasts ``T(S)``, ``S / N`` requests end per step, so by
-  Little's law a request spends ``R = U * N * T(S) / S`` in the system and ``TTFT = R - (N - 1) * T(S)``.
-- **Throughput** ``= b / T(b)`` tokens/s below the knee, ``S / T(S)`` above: it plateaus at the knee.
-- **A shared cached prefix** of ``C`` tokens (a system prompt every request starts with; see the engine's
-  *sharing*): its ``F = floor(C / block_tokens)`` full blocks are held once, so ``B`` counts each sequence's own
-  tokens ``blocks(P - F * block_tokens + g + 1)`` and ``S = min(max_batch, floor((usable_blocks - F) / B))``; the
-  prefix is served from the cache, so only ``P - C`` tokens are prefilled.
-- **A reasoning model** thinking ``R`` tokens first: its first *answer* token comes ``R`` steps after the first
-  token, ``TTFA = TTFT + R * ITL``.
-
-The analytic figures ignore the network and the spread of output lengths; :func:`replay_closed_loop` runs the
-engine itself against simulated clients with a given round-trip time, which is exact for the engine.
+Under ``U`` closed-loop users with prompts of ``P`` tokens and ``N`` output tokens: the knee ``S = min(max_batch,
+floor(usable_blocks / B))`` with ``B`` a sequence's mean blocks over its life; below it ``ITL = T(b)``, ``TTFT = 2 *
+T(b)`` with ``b = U * N / (N + 1)``; above it ``TTFT = U * N * T(S) / S - (N - 1) * T(S)`` (Little's law); throughput
+``b / T(b)``, plateauing at ``S / T(S)``. :func:`replay_closed_loop` and :func:`replay_open_loop` run the engine
+against simulated clients, exact for the engine. docs/simulator.md, "The analytic truth".
 """
 
 from __future__ import annotations
@@ -36,8 +19,16 @@ from locust_llm.shapes.arrivals import Arrivals
 from locust_llm.sim.batching import BatchingEngine, BatchParams
 from locust_llm.sim.engine import Engine, SeqRequest
 
-__all__ = ["OpenLoopReplay", "SteadyState", "open_loop_truth", "replay_closed_loop", "replay_open_loop",
-           "saturation_users", "sla_capacity", "steady_state"]  # fmt: skip
+__all__ = [
+    "OpenLoopReplay",
+    "SteadyState",
+    "open_loop_truth",
+    "replay_closed_loop",
+    "replay_open_loop",
+    "saturation_users",
+    "sla_capacity",
+    "steady_state",
+]
 
 
 def _avg_blocks(p: BatchParams, prompt: int, output: int) -> float:
@@ -46,7 +37,7 @@ def _avg_blocks(p: BatchParams, prompt: int, output: int) -> float:
 
 def saturation_users(p: BatchParams, prompt_tokens: int, output_tokens: int, prefix_tokens: int = 0) -> int:
     """``S``: the concurrency at which the KV cache (or ``max_batch``) is full and requests start to queue; with a
-    shared prefix of ``prefix_tokens``, its full blocks counted once (module docstring)."""
+    shared prefix of ``prefix_tokens``, its full blocks counted once (docs/simulator.md, "The analytic truth")."""
     shared = min(prefix_tokens, prompt_tokens) // p.block_tokens
     own = _avg_blocks(p, prompt_tokens - shared * p.block_tokens, output_tokens)
     return max(1, min(p.max_batch, int((p.usable_blocks - shared) / own)))
@@ -67,8 +58,9 @@ def _step_s(p: BatchParams, batch: float, prompt: int, output: int) -> float:
     return (decode + p.prefill_ms(prompt * batch / output)) / 1000.0
 
 
-def steady_state(p: BatchParams, users: int, prompt_tokens: int, output_tokens: int, prefix_tokens: int = 0
-                 ) -> SteadyState:  # fmt: skip
+def steady_state(
+    p: BatchParams, users: int, prompt_tokens: int, output_tokens: int, prefix_tokens: int = 0
+) -> SteadyState:
     """Analytic steady state for ``users`` closed-loop users (see the module docstring for the formulas)."""
     n = output_tokens
     s = saturation_users(p, prompt_tokens, n, prefix_tokens)
@@ -154,8 +146,15 @@ def replay_closed_loop(
     return Replay(ttfts, itls, tokens, now / 1e9, engine)
 
 
-def sla_capacity(p: BatchParams, prompt_tokens: int, max_tokens: int, output_fraction: float, ttft_p99_ms: float,
-                 max_users: int, seed: int = 0) -> tuple[int, dict[int, float]]:  # fmt: skip
+def sla_capacity(
+    p: BatchParams,
+    prompt_tokens: int,
+    max_tokens: int,
+    output_fraction: float,
+    ttft_p99_ms: float,
+    max_users: int,
+    seed: int = 0,
+) -> tuple[int, dict[int, float]]:
     """The most closed-loop users whose TTFT p99 stays within ``ttft_p99_ms`` on this engine, by bisection over
     exact replays (TTFT p99 grows with users); the p99 of each replay excludes every user's first request (the
     warm-up). Returns the answer (0 if even one user misses) and the p99 (ms) of every replay run."""
@@ -164,8 +163,11 @@ def sla_capacity(p: BatchParams, prompt_tokens: int, max_tokens: int, output_fra
     def p99(users: int) -> float:
         if users not in seen:
             per_user = max(10, 1500 // users)
-            ttft = sorted(replay_closed_loop(p, users, prompt_tokens, max_tokens, per_user, 1.0, output_fraction,
-                                             seed).ttft_s[users:])  # fmt: skip
+            ttft = sorted(
+                replay_closed_loop(p, users, prompt_tokens, max_tokens, per_user, 1.0, output_fraction, seed).ttft_s[
+                    users:
+                ]
+            )
             seen[users] = 1000 * ttft[min(len(ttft) - 1, int(0.99 * len(ttft)))]
         return seen[users]
 
@@ -186,8 +188,9 @@ class OpenLoopReplay:
     duration_s: float
 
 
-def replay_open_loop(engine: Engine, arrivals_ns: Sequence[int], prompt_tokens: int, output_tokens: int,
-                     rtt_ms: float = 1.0) -> OpenLoopReplay:  # fmt: skip
+def replay_open_loop(
+    engine: Engine, arrivals_ns: Sequence[int], prompt_tokens: int, output_tokens: int, rtt_ms: float = 1.0
+) -> OpenLoopReplay:
     """Run ``engine`` against requests arriving at ``arrivals_ns`` (increasing), whatever it does: exact for the
     engine, with a network round trip of ``rtt_ms`` (half on the way in, half on the way out)."""
     half = int(rtt_ms * 500_000)
@@ -219,8 +222,15 @@ def replay_open_loop(engine: Engine, arrivals_ns: Sequence[int], prompt_tokens: 
     )
 
 
-def open_loop_truth(engine: Engine, rate: float, arrivals: Arrivals, seed: str, prompt_tokens: int,
-                    output_tokens: int, duration_s: float = 60.0) -> dict[str, Any]:  # fmt: skip
+def open_loop_truth(
+    engine: Engine,
+    rate: float,
+    arrivals: Arrivals,
+    seed: str,
+    prompt_tokens: int,
+    output_tokens: int,
+    duration_s: float = 60.0,
+) -> dict[str, Any]:
     """What an open loop of ``rate`` requests/s (``arrivals``, seeded with ``seed``) should see from ``engine`` over
     ``duration_s``: TTFT and E2E p50/p99 of the requests after the first fifth (its warm-up), and whether the
     engine kept up: the median TTFT of the last tenth of the requests is at most twice that of the second fifth
@@ -242,8 +252,12 @@ def open_loop_truth(engine: Engine, rate: float, arrivals: Arrivals, seed: str, 
     n = len(replay.ttft_s)
     tail, early = replay.ttft_s[-max(1, n // 10) :], replay.ttft_s[n // 5 : max(n // 5 + 1, 2 * n // 5)]
     return {
-        "rate_req_s": rate, "arrivals": arrivals.describe(), "requests": len(arrivals_ns),
-        "ttft_p50_ms": ms(ttft, 0.5), "ttft_p99_ms": ms(ttft, 0.99),
-        "e2e_p50_ms": ms(e2e, 0.5), "e2e_p99_ms": ms(e2e, 0.99),
+        "rate_req_s": rate,
+        "arrivals": arrivals.describe(),
+        "requests": len(arrivals_ns),
+        "ttft_p50_ms": ms(ttft, 0.5),
+        "ttft_p99_ms": ms(ttft, 0.99),
+        "e2e_p50_ms": ms(e2e, 0.5),
+        "e2e_p99_ms": ms(e2e, 0.99),
         "kept_up": bool(early) and statistics.median(tail) <= 2 * statistics.median(early) + 0.01,
-    }  # fmt: skip
+    }

@@ -1,1 +1,1 @@
-"""Locust user classes that stream chat completions and time them."""
+"""Locust ``User`` classes that stream chat completions and time them."""

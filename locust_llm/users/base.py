@@ -1,11 +1,9 @@
 """``LLMUserMixin``: what every locust-llm user shares: config, workload, seeded randomness, the flow, pacing.
 
-A user class mixes it into a Locust ``User``, provides :meth:`LLMUserMixin.send` (one attempt on one model) and
-calls :meth:`LLMUserMixin.setup_llm` in ``__init__``. Its one task is :meth:`LLMUserMixin.chat_once`: client
-requests through the :class:`~locust_llm.users.flow.Flow` (retries, fallbacks, hedging), the next sent from inside
-the task where Locust's task loop would only come back to it at once (:meth:`LLMUserMixin._goes_on`). With conversations
-(``--turns``), that request is the next turn of the user's conversation
-(:class:`~locust_llm.workload.conversation.Conversation`), and ``--think-time`` paces the turns.
+A user class mixes it into a Locust ``User``, implements :meth:`LLMUserMixin.send` (one attempt on one model) and calls
+:meth:`LLMUserMixin.setup_llm`. Its one task, :meth:`LLMUserMixin.chat_once`, makes client requests through the
+:class:`~locust_llm.users.flow.Flow`; where Locust's task loop would only come back to the same task at once, the next
+request is sent from inside the task. With ``--turns`` each request is the next turn of the user's conversation.
 """
 
 from __future__ import annotations
@@ -20,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 import gevent
 
 from locust_llm import __version__
-from locust_llm.metrics import RequestResult
-from locust_llm.users.attempt import FirstToken
+from locust_llm.http.attempt import FirstToken
+from locust_llm.http.loop import poll_count
+from locust_llm.protocol.metrics import RequestResult
 from locust_llm.users.flow import Flow
 from locust_llm.users.open_loop import OpenLoop
 from locust_llm.workload.conversation import Conversation
@@ -29,7 +28,7 @@ from locust_llm.workload.conversation import Conversation
 if TYPE_CHECKING:  # importing Locust monkey-patches the process with gevent: only the user classes do it
     from locust.env import Environment
 
-    from locust_llm.run import LLMRun
+    from locust_llm.runtime.run import LLMRun
 
 __all__ = ["LLMUserMixin"]
 
@@ -62,10 +61,10 @@ class LLMUserMixin:
     keep_reply = False
     """Whether :meth:`send` keeps the answer's text in ``RequestResult.reply`` (conversations need it)."""
     _pause: float | None = None
-    """A pause above zero drawn by :meth:`_goes_on`, for Locust's next ``wait_time()`` call."""
+    """A pause above zero drawn by :meth:`_next_in_task`, for Locust's next ``wait_time()`` call."""
 
     def setup_llm(self, environment: Environment) -> None:
-        from locust_llm.run import llm_run
+        from locust_llm.runtime.run import llm_run
 
         self.llm = llm_run(environment)
         self.config = config = self.llm.require_config()
@@ -79,7 +78,8 @@ class LLMUserMixin:
         self.flow = Flow(self._send_turn if self.keep_reply else self.send, self.llm.recorder, config.flow, self.rng)
         self.user_agent = f"locust-llm/{__version__} (user {os.getpid()}-{self.user_number})"
         self._intended_ns = 0
-        self.open_loop = OpenLoop(self, getattr(environment.runner, "worker_index", 0)) if config.open_loop else None
+        if config.open_loop:
+            self.open_loop = OpenLoop(self.llm, config, self.workload, self.rng, self.flow, worker)
 
     def send(
         self,
@@ -92,8 +92,14 @@ class LLMUserMixin:
         """One attempt of ``messages`` on ``model``, meant to start at ``intended_ns`` (see :class:`Flow`)."""
         raise NotImplementedError
 
-    def _send_turn(self, model: str, messages: Sequence[dict[str, Any]], max_tokens: int, intended_ns: int,
-                   on_first_token: FirstToken | None) -> RequestResult:  # fmt: skip
+    def _send_turn(
+        self,
+        model: str,
+        messages: Sequence[dict[str, Any]],
+        max_tokens: int,
+        intended_ns: int,
+        on_first_token: FirstToken | None,
+    ) -> RequestResult:
         """:meth:`send`, its result marked with the conversation's turn."""
         result = self.send(model, messages, max_tokens, intended_ns, on_first_token)
         result.turn = self.turn
@@ -126,26 +132,25 @@ class LLMUserMixin:
 
     def chat_once(self) -> None:
         """The user classes' task: a client request, and the next ones at once while nothing would come between them
-        (:meth:`_goes_on`); none once the run was stopped (see ``LLMRun.fatal``). With ``--rates``, the task runs this
-        process's arrivals instead (:mod:`locust_llm.users.open_loop`)."""
+        (:meth:`_next_in_task`); none once the run was stopped (see ``LLMRun.fatal``). With ``--rates``, the task runs
+        this process's arrivals instead (:mod:`locust_llm.users.open_loop`)."""
         if self.llm.fatal_message:
             gevent.sleep(1.0)
             return
         if self.open_loop is not None:
             self.open_loop.run()
             return
-        loop = gevent.get_hub().loop
         while True:
-            polls = loop.iteration
+            polls = poll_count()
             if self.keep_reply:
                 self._next_turn()
             else:
                 messages, max_tokens = self.workload.messages(self.rng)
                 self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
-            if not self._goes_on(loop.iteration != polls):
+            if not self._next_in_task(poll_count() != polls):
                 return
 
-    def _goes_on(self, waited: bool) -> bool:
+    def _next_in_task(self, waited: bool) -> bool:
         """Whether the next request is sent from inside this task, where Locust's task loop would only come back to it
         at once: this is the class's only task and :meth:`wait_time` is not overridden (else Locust chooses and
         paces), the user is running (a graceful stop ends it here, as Locust's pause would), the run was not stopped,
@@ -153,9 +158,7 @@ class LLMUserMixin:
         Locust's ``wait_time()`` call) is zero, its start dated now as :meth:`wait_time` dates it. Locust's zero pause
         is a ``gevent.sleep(0)``, which lets the other greenlets ready to run go first; it is slept here only when the
         request never waited on the event loop (``waited``: libev's count of polls moved during it; not, for a
-        connection refused at once): one that waited let them run then. Locust's loop around every request cost
-        1.4 % of the CPU per token (``python bench/pair.py``, 128 streams of 64 tokens, six pairs: 0.986 without it,
-        2026-12-03)."""
+        connection refused at once): one that waited let them run then."""
         if not _paced_by_itself(type(self)) or not self._running():
             return False
         seconds = self.think_time_s()

@@ -1,4 +1,4 @@
-"""``ChatStreamUser``: streams chat completions and reports TTFT, every ITL gap and E2E."""
+"""``ChatStreamUser``: streams chat completions over FastHttp and reports TTFT, every ITL gap and E2E."""
 
 from __future__ import annotations
 
@@ -10,31 +10,22 @@ from geventhttpclient.url import URL
 from locust import FastHttpUser
 from locust.env import Environment
 
-from locust_llm.config import RunConfig
-from locust_llm.metrics import RequestResult
-from locust_llm.run import llm_run
-from locust_llm.tls import client_kwargs
-from locust_llm.tokens import estimate_prompt_tokens
-from locust_llm.users.attempt import FirstToken
+from locust_llm.config.tls import client_kwargs
+from locust_llm.http.attempt import FirstToken
+from locust_llm.http.post import drop_idle_connections
+from locust_llm.http.stream import run_stream
+from locust_llm.protocol.metrics import RequestResult
+from locust_llm.protocol.tokens import estimate_prompt_tokens
+from locust_llm.runtime.run import llm_run
 from locust_llm.users.base import LLMUserMixin
-from locust_llm.users.stream import run_stream
 
-__all__ = ["ChatStreamUser", "request_headers"]
-
-
-def request_headers(config: RunConfig, user_agent: str) -> dict[str, str]:
-    """The headers of every request: JSON in, an event stream out, the key, and ``--header``'s."""
-    headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "User-Agent": user_agent}
-    if config.api_key:
-        headers["Authorization"] = f"Bearer {config.api_key}"
-    headers.update(config.headers)
-    return headers
+__all__ = ["ChatStreamUser"]
 
 
 class ChatStreamUser(LLMUserMixin, FastHttpUser):
     """POST ``{host}/chat/completions`` with ``stream: true`` in a closed loop, one request at a time.
 
-    Each request is timed on one ``time.perf_counter_ns()`` clock (see :mod:`locust_llm.metrics`) and fires the
+    Each request is timed on one ``time.perf_counter_ns()`` clock (see :mod:`locust_llm.protocol.metrics`) and fires the
     Locust events ``TTFT``, ``ITL`` (one per gap) and ``E2E`` (name = model). A request that fails on a reused
     keep-alive connection before any byte of the response arrived (the server had closed it) is sent again once on
     a fresh connection and counted as a reconnect, not a failure. Subclass and override :meth:`think_time_s` to
@@ -56,12 +47,12 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         self.setup_llm(environment)
         url = URL((self.host or "").rstrip("/") + "/chat/completions")
         self._uri = url.request_uri
-        # trust and proxy (locust_llm.tls): one shared SSL context per process; a CONNECT tunnel for https
+        # trust and proxy (locust_llm.config.tls): one shared SSL context per process; a CONNECT tunnel for https
         pool = self.client.client.clientpool
         tls = dataclasses.replace(config.tls, insecure=True) if self.insecure else config.tls  # a subclass may say so
         pool.client_args.update(client_kwargs(tls, run.proxy(self.host)))
         self._http = pool.get_client(url)
-        self._headers = request_headers(self.config, self.user_agent)
+        self._headers = self.config.request_headers(self.user_agent)
         self._warm = False  # a previous response left a keep-alive connection in the pool
 
     def send(
@@ -90,21 +81,10 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
             if fresh or not (result.stale and self._warm):
                 break
             self.llm.recorder.count("reconnects", model, 1, result.end_ns)
-            _drop_idle_connections(self._http)
+            drop_idle_connections(self._http)
             intended_ns, started = result.end_ns, result.sent_ns
         self._warm = result.http_status != 0
         result.started_ns = started or result.sent_ns
         if result.tokens_estimated and not result.prompt_tokens:  # no usage from the server: estimated, only then
             result.prompt_tokens = estimate_prompt_tokens(messages)
         return result
-
-
-def _drop_idle_connections(http: Any) -> None:
-    """Close the pooled idle sockets so that the next request opens a fresh connection."""
-    pool = getattr(http, "_connection_pool", None)
-    queue = getattr(pool, "_socket_queue", None)
-    while queue is not None and not queue.empty():
-        try:
-            queue.get(block=False).close()
-        except Exception:  # an empty queue or a socket already closed: nothing left to drop
-            break

@@ -1,30 +1,11 @@
-"""How one user turns a request into attempts: retries (client discipline), fallback routes and hedging.
+"""How one user turns a client request into attempts: cool-downs, fallback routes, hedging and retries.
 
-A *client request* (what the application asked for) has an *intended start*: the moment the user was ready to
-send it. For one client request:
-
-1. Under ``honor``, a model that refused this user (429/503) is *cooling down* until its Retry-After (or the
-   backoff; one draw per refusal, capped by ``--max-retry-wait``) has passed. The user skips cooling models of its
-   route and, when all are cooling, sleeps until the first is available again; the wait is counted. So a
-   disciplined user never comes back to a model early.
-2. **Route**: the attempt goes to the first available model (the primary unless it cools down); when it is
-   refused with a status of ``--fallback-on`` (429, 503) and ``--fallback-models`` are given, the same messages go
-   at once to the next available model, and so on.
-3. **Hedge** (``--hedge-ttft-ms X``): when an attempt has no first token after X ms, the same request starts on
-   the next model of the route (the same model without fallbacks); the hedge's intended start is the moment it
-   fires. Whichever streams its first token first is kept and the other is cancelled. An attempt that fails before
-   the other has streamed is recorded (and its model cools down) while the other goes on.
-4. **Retry**: a refused attempt that the :class:`~locust_llm.users.discipline.RetryPolicy` retries starts again at
-   step 1 after its delay.
-5. **No spinning**: after a client request that failed systematically (HTTP 400/401/403/404, connection refused,
-   DNS or TLS failure: :data:`~locust_llm.metrics.SYSTEMATIC`) the user pauses ``SYSTEMATIC_PAUSE_S`` before its
-   next request, so a misconfigured run does not flood the endpoint before the run stops.
-
-Recording: every attempt that ends, successful or not, is recorded exactly once, with its own intended start (its
-scheduling lag is its own). An attempt cancelled before its first token because the other one of a hedge won is
-not a request: ``hedges`` and ``hedge_wins`` count those. The client request is recorded once more
-(:meth:`Recorder.record_client`), from its intended start: client-perceived TTFT (to the first token of the final
-attempt) and E2E, every wait, retry and fallback included.
+(1) Under ``honor`` a model that refused the user cools down until its wait has passed, and the user skips it. (2) An
+attempt refused with a ``--fallback-on`` status goes at once to the next model of the route. (3) With
+``--hedge-ttft-ms X`` an attempt without a first token after X ms is raced by the next model; the first to stream
+wins. (4) A refused attempt the retry policy retries starts again at (1). (5) After a systematic failure the user
+pauses. Every attempt that ends is recorded once, with its own intended start; the client request once more, from its
+intended start. docs/methodology.md, "Retries, fallback and hedging".
 """
 
 from __future__ import annotations
@@ -37,8 +18,8 @@ from typing import Any, Protocol
 import gevent
 import gevent.event
 
-from locust_llm.metrics import SYSTEMATIC, RequestResult
-from locust_llm.users.discipline import RETRYABLE, FlowConfig, Wait
+from locust_llm.protocol.metrics import SYSTEMATIC, RequestResult
+from locust_llm.protocol.retry import RETRYABLE, FlowConfig, Wait
 
 __all__ = ["SYSTEMATIC_PAUSE_S", "Flow", "FlowConfig", "Recorder", "Sender"]
 
@@ -121,7 +102,7 @@ class Flow:
         self.recorder.count("retry_wait_ms", primary, wait_ns // 1_000_000)
         return max(intended_ns, ready_at)
 
-    def _settle(self, result: RequestResult, retries: int) -> Wait | None:
+    def _record_attempt(self, result: RequestResult, retries: int) -> Wait | None:
         """Record an attempt that ended; a refusal draws its wait once and, under ``honor``, cools its model."""
         self.recorder.record(result)
         if result.status not in RETRYABLE:
@@ -163,7 +144,7 @@ class Flow:
             result = self.send(model, messages, max_tokens, intended_ns, None)
         else:
             result = self._hedged(model, hedge_to, messages, max_tokens, intended_ns, retries)
-        return result, self._settle(result, retries)
+        return result, self._record_attempt(result, retries)
 
     def _hedged(
         self,
@@ -174,7 +155,7 @@ class Flow:
         intended_ns: int,
         retries: int,
     ) -> RequestResult:
-        """Step 3 of the module docstring; returns the attempt to settle (the others are settled here)."""
+        """Step 3 of the module docstring; returns the attempt left to record (the others are recorded here)."""
         assert self.config.hedge_after_s is not None
         first: gevent.event.AsyncResult = gevent.event.AsyncResult()
 
@@ -202,13 +183,13 @@ class Flow:
             gevent.wait([*pending, first], count=1)
             for greenlet in [g for g in pending if g.ready() and not first.ready()]:
                 pending.remove(greenlet)
-                self._settle(greenlet.get(), retries)  # failed before any token; the other goes on
+                self._record_attempt(greenlet.get(), retries)  # failed before any token; the other goes on
         kept = first.get() if first.ready() else pending[0]  # the first to stream, or the last one left
         for greenlet in pending:
             if greenlet is kept:
                 continue
             if greenlet.ready():
-                self._settle(greenlet.get(), retries)  # it failed just as the other streamed
+                self._record_attempt(greenlet.get(), retries)  # it failed just as the other streamed
             else:
                 greenlet.kill(block=True)  # cancelled before its first token: not a request
         if kept is hedge:

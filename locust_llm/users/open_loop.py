@@ -1,14 +1,8 @@
 """Open loop (``--rates``): one user per generator process sends its share of each step's arrivals on schedule.
 
-The master (or the single process) stamps each step with its rate and the number of generator processes; each
-process takes ``rate / processes`` with its own seeded stream (:mod:`locust_llm.shapes.arrivals`), and a greenlet
-per arrival makes the client request through the user's :class:`~locust_llm.users.flow.Flow` (retries, fallbacks
-and the per-token path are those of the closed loop). Each arrival is recorded with the requests then in flight.
-
-An arrival is meant to be sent at its scheduled time, which is the request's intended start: TTFT, E2E and the
-scheduling lag count from it. When the process already has its share of ``--max-in-flight`` requests in flight,
-the arrival is **dropped** and counted, never delayed. When the shape ends, no new arrival is sent and the requests
-in flight finish (the drain).
+Each arrival, due at its scheduled time (its intended start), makes a client request through the user's flow in a
+greenlet of its own. An arrival that finds this process's share of ``--max-in-flight`` in flight is dropped and
+counted, never delayed. When the shape ends, the requests in flight finish (the drain).
 """
 
 from __future__ import annotations
@@ -24,8 +18,11 @@ from gevent.pool import Group
 from locust_llm.shapes.arrivals import share
 
 if TYPE_CHECKING:
-    from locust_llm.collect.timeline import StepMark
-    from locust_llm.users.base import LLMUserMixin
+    from locust_llm.config.run_config import RunConfig
+    from locust_llm.measure.timeline import StepMark
+    from locust_llm.runtime.run import LLMRun
+    from locust_llm.users.flow import Flow
+    from locust_llm.workload.prompts import Workload
 
 __all__ = ["OpenLoop"]
 
@@ -33,18 +30,20 @@ __all__ = ["OpenLoop"]
 class OpenLoop:
     """This process's arrivals (module docstring); :meth:`run` is the user's task."""
 
-    def __init__(self, user: LLMUserMixin, index: int) -> None:
-        self.user = user
+    def __init__(
+        self, llm: LLMRun, config: RunConfig, workload: Workload, rng: random.Random, flow: Flow, index: int
+    ) -> None:
+        self.llm, self.config, self.workload, self.rng, self.flow = llm, config, workload, rng, flow
         self.index = index  # this generator process among the processes sharing each step's rate
         self.in_flight = 0
         self.group = Group()
 
     def run(self) -> None:
         """Send the arrivals of each step in turn; return once the shape has ended and the drain is over."""
-        collector = self.user.llm.collector
+        collector = self.llm.collector
         while True:
-            if collector.ended_ns is not None or self.user.llm.fatal_message:
-                self.group.join(timeout=self.user.config.request_timeout_s)
+            if collector.ended_ns is not None or self.llm.fatal_message:
+                self.group.join(timeout=self.config.request_timeout_s)
                 gevent.sleep(1.0)
                 return
             mark = collector.timeline.current
@@ -59,7 +58,7 @@ class OpenLoop:
 
     def _run_step(self, mark: StepMark) -> None:
         assert mark.rate is not None
-        config, timeline = self.user.config, self.user.llm.collector.timeline
+        config, timeline = self.config, self.llm.collector.timeline
         rate, offset = share(mark.rate, mark.processes, self.index)
         cap = ceil(config.max_in_flight / mark.processes)
         rng = random.Random(f"{config.seed}:{self.index}:{mark.step}" if config.seed is not None else None)
@@ -68,12 +67,12 @@ class OpenLoop:
             wait = at - time.perf_counter_ns()
             if wait > 0:
                 gevent.sleep(wait / 1e9)
-            if timeline.current is not mark or self.user.llm.collector.ended_ns is not None:
+            if timeline.current is not mark or self.llm.collector.ended_ns is not None:
                 return  # the step changed (or the shape ended) while waiting: this arrival was not its
             self._arrive(at, cap)
 
     def _arrive(self, at_ns: int, cap: int) -> None:
-        llm = self.user.llm
+        llm = self.llm
         dropped = self.in_flight >= cap
         llm.recorder.record_arrival(llm.model, self.in_flight, dropped, at_ns)
         if not dropped:
@@ -81,9 +80,8 @@ class OpenLoop:
             self.group.spawn(self._request, at_ns)
 
     def _request(self, at_ns: int) -> Any:
-        user = self.user
         try:
-            messages, max_tokens = user.workload.messages(user.rng)
-            return user.flow.request(user.llm.model, messages, max_tokens, at_ns)
+            messages, max_tokens = self.workload.messages(self.rng)
+            return self.flow.request(self.llm.model, messages, max_tokens, at_ns)
         finally:
             self.in_flight -= 1

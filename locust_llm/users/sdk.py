@@ -1,10 +1,8 @@
 """``OpenAISdkUser``: the same measurements through the official ``openai`` client's streaming API.
 
-For users who want to measure exactly what their application's client does. It is far more expensive per token
-than :class:`~locust_llm.users.chat.ChatStreamUser` (the SDK builds a pydantic object per chunk), so a generator
-core sustains far fewer concurrent streams with it (see README); the per-step CPU check marks steps invalid when
-the generator saturates. Locust runs the sync client under gevent; retries are left to locust-llm's own client
-discipline (``max_retries=0`` in the SDK).
+For users who want to measure exactly what their application's client does. It costs far more CPU per token than
+:class:`~locust_llm.users.chat.ChatStreamUser` (a pydantic object per chunk), so give it fewer streams per core;
+retries are left to locust-llm's client discipline (``max_retries=0``).
 """
 
 from __future__ import annotations
@@ -18,10 +16,10 @@ import orjson
 from locust import User
 from locust.env import Environment
 
-from locust_llm.metrics import RequestResult
-from locust_llm.sse import ANSWER_FIELDS, REASONING_FIELDS, parse_chunk
-from locust_llm.tokens import estimate_prompt_tokens
-from locust_llm.users.attempt import Attempt, FirstToken
+from locust_llm.http.attempt import Attempt, FirstToken
+from locust_llm.protocol.metrics import RequestResult
+from locust_llm.protocol.sse import ANSWER_FIELDS, REASONING_FIELDS, parse_chunk
+from locust_llm.protocol.tokens import estimate_prompt_tokens
 from locust_llm.users.base import LLMUserMixin
 
 __all__ = ["OpenAISdkUser"]
@@ -44,9 +42,12 @@ class OpenAISdkUser(LLMUserMixin, User):
                 "keep the streams per worker core low (see README) and watch the steps' validity."
             )
         headers = {"User-Agent": self.user_agent, **dict(self.config.headers)}
-        proxy = self.llm.proxy(self.host)  # trust and proxy as ChatStreamUser's (locust_llm.tls), not httpx's own
-        http = openai.DefaultHttpxClient(verify=self.config.tls.httpx_verify(), trust_env=False,
-                                         proxy=proxy.url() if proxy else None)  # fmt: skip
+        proxy = self.llm.proxy(
+            self.host
+        )  # trust and proxy as ChatStreamUser's (locust_llm.config.tls), not httpx's own
+        http = openai.DefaultHttpxClient(
+            verify=self.config.tls.httpx_verify(), trust_env=False, proxy=proxy.url() if proxy else None
+        )
         self.client = openai.OpenAI(
             http_client=http,
             api_key=self.config.api_key or "not-needed",
@@ -105,7 +106,7 @@ class OpenAISdkUser(LLMUserMixin, User):
                     attempt.silence()
                 else:
                     attempt.connection_error(exc)
-        result.settle_tokens(estimate_prompt_tokens(messages))
+        result.fill_token_counts(estimate_prompt_tokens(messages))
         return result
 
 
@@ -115,7 +116,7 @@ def _transport_error(exc: Exception) -> bool:
 
 
 def _on_chunk(chunk: Any, now: int, result: RequestResult, replies: list[str] | None) -> None:
-    """One SDK chunk, measured as :func:`locust_llm.users.stream.run_stream` measures one SSE event."""
+    """One SDK chunk, measured as :func:`locust_llm.http.stream.run_stream` measures one SSE event."""
     usage = getattr(chunk, "usage", None)
     if usage is not None:
         result.prompt_tokens = usage.prompt_tokens or 0

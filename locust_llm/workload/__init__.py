@@ -1,1 +1,1 @@
-"""What is sent: prompt sources and request bodies."""
+"""What is sent: prompt sources, lengths, conversations and request bodies. Pure."""

@@ -1,21 +1,9 @@
 """Conversations (``--turns``): each user holds one at a time, and each turn resends the whole history. Pure.
 
-A conversation is planned when it starts:
-
-- its **file prompt** (with ``--prompts``) is drawn; a multi-turn one (JSONL ``turns``, a ShareGPT conversation
-  with several human turns) gives the user messages of its turns, in order;
-- its **length**: ``--turns N`` or ``MIN:MAX`` (uniform), capped by a file conversation's own turns; with
-  ``--turns auto`` (the default) a file conversation's own turns, else one;
-- its **history** starts with ``--system-prompt`` (once, marked ``cache_control`` with ``--cache-control on``),
-  then the file prompt's own leading messages.
-
-Turn ``k`` sends ``history + [user message k]`` where the user message is the file conversation's ``k``-th
-(beyond its turns, or without one, a new message from the source as a single request would draw it). Only the
-first user message is salted (``--salt``): later turns must share the history's prefix, as a real conversation
-does. When the answer came, the user message and the assistant's reply (its streamed text, exactly) join the
-history. A turn whose estimated prompt plus ``max_tokens`` would pass ``--max-context-tokens`` is not sent: the
-conversation ends there and a new one starts (whose first turn is sent whatever its size, so a user never spins).
-A failed turn ends its conversation (its history would lack the answer).
+A conversation's file prompt, length (``--turns N`` or ``MIN:MAX``, capped by the file's; ``auto``: the file's own,
+else one) and history (``--system-prompt``, then the file's leading messages) are drawn when it starts. Turn ``k``
+sends ``history + [user message k]``, and the answer's exact text joins the history. Only the first message is
+salted. A failed turn, or one that would pass ``--max-context-tokens``, ends the conversation.
 """
 
 from __future__ import annotations
@@ -23,7 +11,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from locust_llm.tokens import estimate_prompt_tokens
+from locust_llm.protocol.tokens import estimate_prompt_tokens
 from locust_llm.workload.prompts import Workload
 
 __all__ = ["Conversation"]

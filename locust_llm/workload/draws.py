@@ -1,17 +1,16 @@
-"""What is drawn per request or per conversation: lengths, turns and think time, with their flag parsers. Pure."""
+"""What is drawn per request or per conversation: lengths, turns and think time, with their parsers. Pure."""
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass
 
-from locust_llm.parsers import ConfigError
-
 __all__ = ["Length", "PromptError", "ThinkTime", "Turns", "parse_length", "parse_think_time", "parse_turns"]
 
 
-class PromptError(ConfigError):
-    """A prompt file or length that cannot be used; one line naming the file, the line and the problem."""
+class PromptError(ValueError):
+    """A prompt file or length that cannot be used; one line naming the file, the line and the problem. The flag
+    table (:mod:`locust_llm.config.flags`) reports it as a ``ConfigError``."""
 
 
 @dataclass(frozen=True)

@@ -1,24 +1,9 @@
-"""What is sent: prompt sources, synthetic lengths, a shared system prefix and per-request salt. Pure.
+"""What is sent: :class:`Workload` (prompt source, lengths, system prompt, salt) and request bodies. Pure.
 
-Sources (one per run):
-
-- **built-in**: short, varied prompts (the default);
-- **file** (``--prompts FILE``): plain text (one prompt per line), JSONL (one ``{"messages": [...]}``,
-  ``{"prompt": "..."}`` or multi-turn ``{"turns": ["first user message", "second", ...]}`` object per line,
-  optionally with ``"max_tokens"`` and, for ``turns``, a ``"system"`` text), or a ShareGPT-style JSON list of
-  ``{"conversations": [{"from": "human", "value": ...}, {"from": "gpt", ...}]}``. As one request, a ShareGPT
-  conversation's turns up to the last human one are the messages; as a conversation (``--turns``, see
-  :mod:`locust_llm.workload.conversation`), its human turns are replayed one by one, the model's own replies in
-  between;
-- **synthetic** (``--input-tokens MEAN[:STDDEV]``): prompts of about that many tokens, drawn from a normal
-  distribution (clipped to at least 1) with a seeded generator. Lengths are counted as 4 bytes per token, the
-  usual rule of thumb for English text with BPE tokenizers (and the simulator's own count).
-
-Output lengths (``--max-tokens MEAN[:STDDEV]``) are drawn the same way; a row's own ``max_tokens`` wins.
-A shared system prompt (``--system-prompt FILE``) is prepended to every request, marked with
-``cache_control: {"type": "ephemeral"}`` when ``--cache-control`` is on. A salt (a random tag at the start of the
-user message) keeps unintended prefix-cache hits from flattering TTFT: on by default for synthetic prompts.
-Everything random comes from one ``random.Random`` per user, seeded from ``--seed`` and the user's number.
+One source per run: built-in prompts, a file (``--prompts``), or synthetic prompts of ``--input-tokens
+MEAN[:STDDEV]`` tokens at 4 bytes per token. ``--system-prompt`` is prepended (marked ``cache_control`` with
+``--cache-control on``); a salt at the start of the user message keeps unintended prefix-cache hits from flattering
+TTFT. Everything random comes from the user's own seeded ``random.Random``.
 """
 
 from __future__ import annotations
@@ -30,7 +15,7 @@ from typing import Any
 
 import orjson
 
-from locust_llm.tokens import content_text, estimate_prompt_tokens
+from locust_llm.protocol.tokens import content_text, estimate_prompt_tokens
 from locust_llm.workload.draws import (
     Length,
     PromptError,
@@ -40,7 +25,7 @@ from locust_llm.workload.draws import (
     parse_think_time,
     parse_turns,
 )
-from locust_llm.workload.files import Prompt, load_prompt_file, load_prompts, read_system_prompt
+from locust_llm.workload.prompt_files import Prompt, load_prompt_file, load_prompts, read_system_prompt
 
 __all__ = [
     "BUILTIN_TEMPLATES",

@@ -16,10 +16,26 @@ KEY = "sk-test-RECOGNISABLE-0123456789"
 
 def short_run(host, tmp_path, *extra, seconds="3s", locustfile=LOCUSTFILE):
     return run_locust(
-        "--headless", "--csv", str(tmp_path / "run"), "--host", host, "--model", "m", "--steps", "2",
-        "--step-duration", seconds, "--request-timeout", "10s", "--min-step-requests", "1", *extra,
-        cwd=tmp_path, env=clean_env(OPENAI_API_KEY=KEY), locustfile=locustfile,
-    )  # fmt: skip
+        "--headless",
+        "--csv",
+        str(tmp_path / "run"),
+        "--host",
+        host,
+        "--model",
+        "m",
+        "--steps",
+        "2",
+        "--step-duration",
+        seconds,
+        "--request-timeout",
+        "10s",
+        "--min-step-requests",
+        "1",
+        *extra,
+        cwd=tmp_path,
+        env=clean_env(OPENAI_API_KEY=KEY),
+        locustfile=locustfile,
+    )
 
 
 def seen(url):
@@ -82,8 +98,18 @@ def test_a_key_revoked_mid_run_stops_it_fast_and_keeps_what_was_measured(tmp_pat
 def test_a_prompt_longer_than_the_context_stops_before_any_load(tmp_path):
     system = tmp_path / "system.txt"
     system.write_text("word " * 4000)  # ~5,000 tokens against the simulator's 2,048-token context
-    proc = run_locust("--headless", "--csv", str(tmp_path / "run"), "--steps", "2", "--step-duration", "20s",
-                      "--system-prompt", str(system), cwd=tmp_path)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        "--csv",
+        str(tmp_path / "run"),
+        "--steps",
+        "2",
+        "--step-duration",
+        "20s",
+        "--system-prompt",
+        str(system),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 2
     line = one_line_error(proc)
     assert "HTTP 400" in line and "maximum context length is 2048 tokens" in line and "--system-prompt" in line
@@ -133,7 +159,7 @@ def test_a_rate_limit_inside_a_200_stream_counts_as_a_429_and_is_retried(tmp_pat
 
 
 # the two paths an unusable value takes: no usable wait (None: "-5", "inf", a past date and others take this path,
-# tests/unit/users/test_discipline.py) and a wait past the cap; a run for each costs 7 s
+# tests/unit/protocol/test_retry.py) and a wait past the cap; a run for each costs 7 s
 @pytest.mark.parametrize("value", ["NaN", "99999999999"])
 def test_unusable_retry_after_values_never_turn_honor_into_a_storm(tmp_path, value):
     with server(sys.executable, "-m", "tests.support.bad_server", f"retry-after:{value}") as url:

@@ -21,9 +21,25 @@ def stats(base):
 
 
 def run(tmp_path, base, *args, locustfile=LOCUSTFILE, users="8", seconds="6s"):
-    return run_locust("--headless", "--host", base, "--model", "sim-llm", "--steps", users, "--step-duration",
-                      seconds, "--warmup", "1s", "--max-tokens", "16", "--csv", str(tmp_path / "run"), *args,
-                      cwd=tmp_path)  # fmt: skip
+    return run_locust(
+        "--headless",
+        "--host",
+        base,
+        "--model",
+        "sim-llm",
+        "--steps",
+        users,
+        "--step-duration",
+        seconds,
+        "--warmup",
+        "1s",
+        "--max-tokens",
+        "16",
+        "--csv",
+        str(tmp_path / "run"),
+        *args,
+        cwd=tmp_path,
+    )
 
 
 def steps_by_model(tmp_path):
@@ -55,8 +71,8 @@ def test_honor_never_comes_back_before_retry_after(policies):
 
 
 def test_the_sla_judges_what_users_felt(policies):
+    from locust_llm.measure.sla import Sla
     from locust_llm.reports.analysis import sla_capacity
-    from locust_llm.sla import Sla
 
     _, _, row = policies["honor"]
     # every attempt that got through was quick, but the refused users kept being refused until they gave up
@@ -69,7 +85,7 @@ def test_the_sla_judges_what_users_felt(policies):
 
 
 def read_steps_from(row):
-    from locust_llm.collect.rows import column_types
+    from locust_llm.measure.rows import column_types
 
     types = column_types()
     convert = {int: int, float: float, str: str, bool: lambda v: v == "True"}
@@ -93,8 +109,10 @@ def test_fallback_goes_to_the_next_model_and_is_counted_per_model(tmp_path):
     assert set(rows) == {"sim-llm", "backup"}
     assert int(rows["backup"]["fallbacks"]) > 0 and int(rows["backup"]["ok"]) == int(rows["backup"]["requests"])
     assert int(rows["sim-llm"]["status_429"]) > 0  # the refusals that fell back are recorded on the primary
-    assert int(rows["sim-llm"]["client_requests"]) > 0 and rows["sim-llm"]["client_ok"] == rows["sim-llm"][
-        "client_requests"]  # fmt: skip
+    assert (
+        int(rows["sim-llm"]["client_requests"]) > 0
+        and rows["sim-llm"]["client_ok"] == rows["sim-llm"]["client_requests"]
+    )
     assert served["backup"]["finished"] > 0 and served["sim-llm"]["rejected_429"] > 0
 
 
@@ -152,13 +170,40 @@ HEADER_SECRET = "hdr-LEAKCHECK-55aa"
 def test_the_api_key_never_appears_in_any_output(tmp_path):
     env = clean_env(OPENAI_API_KEY=KEY)
     # run again when a stall of the machine made the tool refuse its figures (CI once: exit 3 in this 4 s step)
-    proc = run_locust("--headless", "--steps", "2", "--step-duration", "4s", "--warmup", "1s", "--max-tokens", "8",
-                      "--csv", str(tmp_path / "run"), "--llm-report", str(tmp_path / "report"), "--header",
-                      f"X-Api-Key: {HEADER_SECRET}", "--loglevel", "DEBUG", "--html", str(tmp_path / "locust.html"),
-                      "--json-file", str(tmp_path / "stats"), cwd=tmp_path, env=env, timeout_s=120)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        "--steps",
+        "2",
+        "--step-duration",
+        "4s",
+        "--warmup",
+        "1s",
+        "--max-tokens",
+        "8",
+        "--csv",
+        str(tmp_path / "run"),
+        "--llm-report",
+        str(tmp_path / "report"),
+        "--header",
+        f"X-Api-Key: {HEADER_SECRET}",
+        "--loglevel",
+        "DEBUG",
+        "--html",
+        str(tmp_path / "locust.html"),
+        "--json-file",
+        str(tmp_path / "stats"),
+        cwd=tmp_path,
+        env=env,
+        timeout_s=120,
+    )
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    helptext = subprocess.run([sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--help"], cwd=tmp_path,
-                              env=env, capture_output=True, text=True).stdout  # fmt: skip
+    helptext = subprocess.run(
+        [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--help"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+    ).stdout
     outputs = {"stdout": proc.stdout, "stderr": proc.stderr, "--help": helptext}
     for root, _, files in os.walk(tmp_path):
         for name in files:

@@ -10,8 +10,20 @@ from tests.support.truth import assert_pacing_truth
 
 TTFT_MS, ITL_MS, MAX_TOKENS = 100.0, 10.0, 32
 SIM = ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--capacity", "256")
-SWEEP = ("--steps", "4,8", "--step-duration", "8s", "--warmup", "3s", "--max-tokens", str(MAX_TOKENS),
-         "--stop-timeout", "20", "--model", "sim-llm")  # fmt: skip
+SWEEP = (
+    "--steps",
+    "4,8",
+    "--step-duration",
+    "8s",
+    "--warmup",
+    "3s",
+    "--max-tokens",
+    str(MAX_TOKENS),
+    "--stop-timeout",
+    "20",
+    "--model",
+    "sim-llm",
+)
 
 
 def sim_stats(base):
@@ -75,8 +87,11 @@ def test_percentiles_match_a_single_process_run_of_the_same_load(runs):
     single = by_step(read_csv(runs["single"][3] / "run_llm_steps.csv"))
     assert runs["single"][0] == 0
     for step in (1, 2):
-        for column, truth, noise_ms in (("ttft_p50_ms", TTFT_MS, 2.0), ("itl_p50_ms", ITL_MS, 2.0),
-                                        ("ttft_p90_ms", TTFT_MS, 25.0)):  # fmt: skip
+        for column, truth, noise_ms in (
+            ("ttft_p50_ms", TTFT_MS, 2.0),
+            ("itl_p50_ms", ITL_MS, 2.0),
+            ("ttft_p90_ms", TTFT_MS, 25.0),
+        ):
             a, b = float(dist[step][column]), float(single[step][column])
             # same load, same simulator: equal within the histogram's 0.8 % plus scheduling noise. The p90 of ~80
             # requests is the 8th slowest, in the tail of that noise, and the distributed run has two more
@@ -87,8 +102,18 @@ def test_percentiles_match_a_single_process_run_of_the_same_load(runs):
 
 
 def test_a_killed_worker_marks_its_step_invalid_and_the_run_still_completes(tmp_path):
-    sweep = ("--steps", "6,12", "--step-duration", "12s", "--warmup", "2s", "--max-tokens", str(MAX_TOKENS),
-             "--model", "sim-llm")  # fmt: skip
+    sweep = (
+        "--steps",
+        "6,12",
+        "--step-duration",
+        "12s",
+        "--warmup",
+        "2s",
+        "--max-tokens",
+        str(MAX_TOKENS),
+        "--model",
+        "sim-llm",
+    )
     with sim(*SIM) as base:
         code, stdout, stderr = distributed_run(tmp_path, base, 3, sweep, kill_worker_after_s=15)
     assert "Traceback" not in stderr
@@ -101,9 +126,26 @@ def test_a_killed_worker_marks_its_step_invalid_and_the_run_still_completes(tmp_
 
 def test_processes_flag_runs_a_master_and_forked_workers(tmp_path):
     with sim(*SIM) as base:
-        proc = run_locust("--headless", "--processes", "2", "--host", base, "--csv", str(tmp_path / "run"),
-                          "--steps", "2,4", "--step-duration", "5s", "--warmup", "2s", "--model", "sim-llm",
-                          "--max-tokens", "16", cwd=tmp_path)  # fmt: skip
+        proc = run_locust(
+            "--headless",
+            "--processes",
+            "2",
+            "--host",
+            base,
+            "--csv",
+            str(tmp_path / "run"),
+            "--steps",
+            "2,4",
+            "--step-duration",
+            "5s",
+            "--warmup",
+            "2s",
+            "--model",
+            "sim-llm",
+            "--max-tokens",
+            "16",
+            cwd=tmp_path,
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr  # nor Locust's CSV writer failing on its closed files at the end
     steps = read_csv(tmp_path / "run_llm_steps.csv")

@@ -4,7 +4,7 @@ import json
 import subprocess
 import sys
 
-from locust_llm.options import FLAGS
+from locust_llm.config.flags import FLAGS
 from tests.support.procs import clean_env
 
 # Building Locust's parser imports Locust (gevent patching): in a child process.
@@ -18,13 +18,15 @@ print(json.dumps([[a.option_strings[0], getattr(a, "env_var", None), a.default] 
 
 
 def cli(*args):
-    return subprocess.run([sys.executable, "-m", "locust_llm.cli", *args], capture_output=True, text=True,
-                          timeout=60, env=clean_env())  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", *args], capture_output=True, text=True, timeout=60, env=clean_env()
+    )
 
 
 def test_flags_lists_every_flag_registered_on_locusts_parser_with_its_env_var():
-    proc = subprocess.run([sys.executable, "-c", LOCUST_PARSER], capture_output=True, text=True, timeout=60,
-                          env=clean_env())  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-c", LOCUST_PARSER], capture_output=True, text=True, timeout=60, env=clean_env()
+    )
     registered = json.loads(proc.stdout)
     assert len(registered) > 40, proc.stderr
     listing = cli("flags")
@@ -43,8 +45,16 @@ def test_flags_lists_every_flag_registered_on_locusts_parser_with_its_env_var():
 
 def test_flags_are_grouped_as_in_readme_and_the_simulator_is_listed():
     out = cli("flags").stdout
-    groups = ["Endpoint and model", "Workload", "Client behaviour", "Steps and validity", "Reports, SLA and prices",
-              "Regression gate", "Embedded simulator", "Simulator ('locust-llm sim'"]  # fmt: skip
+    groups = [
+        "Endpoint and model",
+        "Workload",
+        "Client behaviour",
+        "Steps and validity",
+        "Reports, SLA and prices",
+        "Regression gate",
+        "Embedded simulator",
+        "Simulator ('locust-llm sim'",
+    ]
     positions = [out.index(g) for g in groups]
     assert positions == sorted(positions)
     assert "  --kv-blocks  [env LOCUST_LLM_SIM_KV_BLOCKS]" in out
@@ -56,10 +66,15 @@ def test_help_texts_carry_no_rest_markup():
 
 
 def test_simulator_flags_read_their_env_vars():
-    from locust_llm.sim.cli import SIM_FLAGS
+    from locust_llm.sim.command import SIM_FLAGS
 
     env = clean_env(LOCUST_LLM_SIM_KV_BLOCKS="many")
-    proc = subprocess.run([sys.executable, "-m", "locust_llm.cli", "sim", "--port", "0"], capture_output=True,
-                          text=True, timeout=60, env=env)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "sim", "--port", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+    )
     assert proc.returncode == 2 and "--kv-blocks must be an integer, got 'many'" in proc.stderr
     assert all(f.env_var and f.env_var.startswith("LOCUST_LLM_SIM_") for f in SIM_FLAGS)

@@ -36,8 +36,12 @@ MACHINE_ITL_NOISE = ("--min-itl-rise-ms", "8")
 
 
 def compare(baseline, current, *thresholds):
-    return subprocess.run([sys.executable, "-m", "locust_llm.cli", "compare", str(baseline), str(current),
-                           *thresholds], capture_output=True, text=True, timeout=60)  # fmt: skip
+    return subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "compare", str(baseline), str(current), *thresholds],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
 
 
 def test_a_third_of_the_kv_cache_gone_is_a_regression(runs):

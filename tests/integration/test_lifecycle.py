@@ -43,8 +43,15 @@ def start_locust(tmp_path):
         "--step-duration",
         "60s",
     ]
-    return subprocess.Popen(cmd, cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, preexec_fn=default_sigint)  # fmt: skip
+    return subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])

@@ -20,10 +20,30 @@ when a loaded CI machine stalled the generator (13.4 ms at 16 requests/s); 40 is
 @pytest.fixture(scope="module")
 def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("rates")
-    proc = run_locust("--headless", "--rates", "8,16,48", "--arrivals", "constant", "--step-duration", "8s",
-                      "--max-tokens", "16", "--max-in-flight", "40", "--seed", "3", "--sim-args", SIM,
-                      "--max-sched-lag", f"{MAX_LAG_MS:g}ms", "--stop-timeout", "20s",
-                      "--csv", str(out / "run"), cwd=out)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        "--rates",
+        "8,16,48",
+        "--arrivals",
+        "constant",
+        "--step-duration",
+        "8s",
+        "--max-tokens",
+        "16",
+        "--max-in-flight",
+        "40",
+        "--seed",
+        "3",
+        "--sim-args",
+        SIM,
+        "--max-sched-lag",
+        f"{MAX_LAG_MS:g}ms",
+        "--stop-timeout",
+        "20s",
+        "--csv",
+        str(out / "run"),
+        cwd=out,
+    )
     rows = {float(r["offered_req_s"]): r for r in read_csv(out / "run_llm_steps.csv")}
     return proc, out, rows
 
@@ -91,8 +111,18 @@ def test_above_capacity_the_backlog_grows_arrivals_are_dropped_and_saturation_is
 
 
 def test_a_master_with_two_workers_delivers_the_offered_rate(tmp_path):
-    sweep = ("--model", "sim-llm", "--rates", "20", "--arrivals", "constant", "--step-duration", "8s",
-             "--max-tokens", "16")  # fmt: skip
+    sweep = (
+        "--model",
+        "sim-llm",
+        "--rates",
+        "20",
+        "--arrivals",
+        "constant",
+        "--step-duration",
+        "8s",
+        "--max-tokens",
+        "16",
+    )
     with sim(*SIM.split()) as base:
         code, _, err = distributed_run(tmp_path, base, 2, sweep)
     assert code == 0, err[-3000:]

@@ -20,19 +20,46 @@ def chromium():
 
 
 def headless(binary, profile, *args):
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={profile}", "--virtual-time-budget=15000"]  # fmt: skip
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        "--virtual-time-budget=15000",
+    ]
     return subprocess.run([binary, *flags, *args], capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")
 def report(tmp_path_factory):
     out = tmp_path_factory.mktemp("browser")
-    proc = run_locust("--headless", "--steps", "2,4,8", "--step-duration", "4s", "--warmup", "1s",
-                      "--max-tokens", "16", "--csv", str(out / "run"), "--llm-report", str(out / "report"),
-                      "--sla-ttft-p99-ms", "300", "--price-input-usd-per-mtok", "0.2",
-                      "--price-output-usd-per-mtok", "0.5", cwd=out)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        "--steps",
+        "2,4,8",
+        "--step-duration",
+        "4s",
+        "--warmup",
+        "1s",
+        "--max-tokens",
+        "16",
+        "--csv",
+        str(out / "run"),
+        "--llm-report",
+        str(out / "report"),
+        "--sla-ttft-p99-ms",
+        "300",
+        "--price-input-usd-per-mtok",
+        "0.2",
+        "--price-output-usd-per-mtok",
+        "0.5",
+        cwd=out,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out / "report" / "report.html"
 

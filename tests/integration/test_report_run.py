@@ -11,8 +11,19 @@ import pytest
 
 from tests.support.procs import ROOT, clean_env, run_locust, sim
 
-SHORT = ("--headless", "--steps", "2,4,8", "--step-duration", "4s", "--warmup", "1s", "--max-tokens", "16",
-         "--sim-args", "--ttft-ms 50 --itl-ms 5 --capacity 64")  # fmt: skip
+SHORT = (
+    "--headless",
+    "--steps",
+    "2,4,8",
+    "--step-duration",
+    "4s",
+    "--warmup",
+    "1s",
+    "--max-tokens",
+    "16",
+    "--sim-args",
+    "--ttft-ms 50 --itl-ms 5 --capacity 64",
+)
 
 
 @pytest.fixture(scope="module")
@@ -38,16 +49,27 @@ def test_baseline_gate_sets_the_exit_code(baseline, tmp_path):
     # two runs of one config on a shared 2-core machine: ITL p99 (here ~6 ms) went from 6.0 to 9.1 ms in CI once,
     # over the default 2 ms minimum rise, and TTFT p99 at 2 users (48 requests: the slowest one) from 51.7 to 72.8 ms,
     # over the default 20 ms; this checks the exit code follows the verdict, not the machine's noise
-    proc = run_locust(*SHORT, "--csv", str(tmp_path / "same"), "--baseline", str(good), "--min-itl-rise-ms", "10",
-                      "--min-ttft-rise-ms", "100", cwd=tmp_path)  # fmt: skip
+    proc = run_locust(
+        *SHORT,
+        "--csv",
+        str(tmp_path / "same"),
+        "--baseline",
+        str(good),
+        "--min-itl-rise-ms",
+        "10",
+        "--min-ttft-rise-ms",
+        "100",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "verdict: no regression" in proc.stdout
     better = json.loads(good.read_text())
     for step in better["steps"]:
         step["ttft_p99_ms"] = step["ttft_p99_ms"] / 4  # a baseline four times faster than this machine can be
     (tmp_path / "better.json").write_text(json.dumps(better))
-    proc = run_locust(*SHORT, "--csv", str(tmp_path / "worse"), "--baseline", str(tmp_path / "better.json"),
-                      cwd=tmp_path)  # fmt: skip
+    proc = run_locust(
+        *SHORT, "--csv", str(tmp_path / "worse"), "--baseline", str(tmp_path / "better.json"), cwd=tmp_path
+    )
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "REGRESSION" in proc.stdout and re.search(r"ttft_p99_ms .* REGRESSION", proc.stdout)
 
@@ -55,8 +77,7 @@ def test_baseline_gate_sets_the_exit_code(baseline, tmp_path):
 def test_bad_baseline_exits_2(tmp_path):
     (tmp_path / "bad.json").write_text("{")
     one_step = ("--headless", "--steps", "2", "--step-duration", "3s", "--warmup", "1s", "--max-tokens", "8")
-    proc = run_locust(*one_step, "--csv", str(tmp_path / "run"), "--baseline", str(tmp_path / "bad.json"),
-                      cwd=tmp_path)  # fmt: skip
+    proc = run_locust(*one_step, "--csv", str(tmp_path / "run"), "--baseline", str(tmp_path / "bad.json"), cwd=tmp_path)
     assert proc.returncode == 2 and "is not valid JSON" in proc.stdout
     assert Path(tmp_path / "run_llm_steps.csv").exists()  # what was measured is kept
 
@@ -64,16 +85,34 @@ def test_bad_baseline_exits_2(tmp_path):
 def test_plain_locust_csvs_of_any_locustfile_give_an_approximate_report(tmp_path):
     with sim("--ttft-ms", "1", "--itl-ms", "1", "--capacity", "8") as base:
         host = base.rsplit("/v1", 1)[0]
-        cmd = [sys.executable, "-m", "locust", "-f", str(ROOT / "tests" / "support" / "plain_locustfile.py"),
-               "--headless", "--host", host, "--csv", str(tmp_path / "plain"), "--csv-full-history"]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "tests" / "support" / "plain_locustfile.py"),
+            "--headless",
+            "--host",
+            host,
+            "--csv",
+            str(tmp_path / "plain"),
+            "--csv-full-history",
+        ]
         proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=clean_env())
     assert proc.returncode == 0, proc.stderr[-2000:]
-    report = subprocess.run([sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path / "plain")],
-                            capture_output=True, text=True, timeout=120)  # fmt: skip
+    report = subprocess.run(
+        [sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path / "plain")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert report.returncode == 0, report.stderr
     assert "(approximate)" in report.stdout
     summary = json.loads((tmp_path / "plain" / "summary.json").read_text())
-    assert summary["source"] == {"kind": "locust_history", "path": str(tmp_path / "plain_stats_history.csv"),
-                                 "approximate": True}  # fmt: skip
+    assert summary["source"] == {
+        "kind": "locust_history",
+        "path": str(tmp_path / "plain_stats_history.csv"),
+        "approximate": True,
+    }
     assert [s["users"] for s in summary["steps"]] == [2, 6]
     assert all(s["requests"] > 0 and s["e2e_p50_ms"] is not None for s in summary["steps"])

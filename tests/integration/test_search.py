@@ -31,8 +31,21 @@ def sla_search(tmp_path_factory):
     out = tmp_path_factory.mktemp("search")
     capacity, k = 4, 1
     limit = TTFT_MS + k * SERVICE_MS + SERVICE_MS / 5  # 400 ms
-    proc = run_locust("--headless", "--search", "sla", "--sla-ttft-p99-ms", f"{limit:g}", "--steps", "4", *FAST,
-                      "--sim-args", sim_args(capacity), "--csv", str(out / "run"), cwd=out)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        "--search",
+        "sla",
+        "--sla-ttft-p99-ms",
+        f"{limit:g}",
+        "--steps",
+        "4",
+        *FAST,
+        "--sim-args",
+        sim_args(capacity),
+        "--csv",
+        str(out / "run"),
+        cwd=out,
+    )
     bounds = (capacity * (k + 1), capacity * (k + 1.2))
     return proc, out, bounds
 
@@ -110,9 +123,23 @@ def test_bad_search_input_is_one_line_and_exit_2(tmp_path, args, message):
 
 
 def test_the_time_budget_ends_the_search_and_says_so(tmp_path):
-    proc = run_locust("--headless", "--search", "knee", "--steps", "2", "--search-max-duration", "10s", *FAST,
-                      "--search-min-requests", "20", "--sim-args", sim_args(2), "--csv", str(tmp_path / "run"),
-                      cwd=tmp_path)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        "--search",
+        "knee",
+        "--steps",
+        "2",
+        "--search-max-duration",
+        "10s",
+        *FAST,
+        "--search-min-requests",
+        "20",
+        "--sim-args",
+        sim_args(2),
+        "--csv",
+        str(tmp_path / "run"),
+        cwd=tmp_path,
+    )
     summary = json.loads((tmp_path / "run_llm_summary.json").read_text())
     search = summary["search"]
     assert not search["complete"] and "--search-max-duration" in search["reason"]

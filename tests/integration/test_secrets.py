@@ -15,20 +15,69 @@ def test_the_spawn_message_carries_no_secret_and_the_worker_still_authenticates(
     port = free_port()
     with server(sys.executable, "-m", "tests.support.bad_server", "ok") as url:
         master = subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", locustfile, "--master", "--headless", "--master-bind-host",
-             "127.0.0.1", "--master-bind-port", str(port), "--expect-workers", "1", "--host", url, "--model", "m",
-             "--steps", "2", "--step-duration", "4s", "--warmup", "1s", "--min-step-requests", "1", "--api-key", KEY,
-             "--header", f"X-Api-Key: {HEADER_SECRET}", "--header", "X-Team: llm", "--csv", str(tmp_path / "run")],
-            cwd=tmp_path, env=clean_env(PROBE_DIR=str(tmp_path)), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                locustfile,
+                "--master",
+                "--headless",
+                "--master-bind-host",
+                "127.0.0.1",
+                "--master-bind-port",
+                str(port),
+                "--expect-workers",
+                "1",
+                "--host",
+                url,
+                "--model",
+                "m",
+                "--steps",
+                "2",
+                "--step-duration",
+                "4s",
+                "--warmup",
+                "1s",
+                "--min-step-requests",
+                "1",
+                "--api-key",
+                KEY,
+                "--header",
+                f"X-Api-Key: {HEADER_SECRET}",
+                "--header",
+                "X-Team: llm",
+                "--csv",
+                str(tmp_path / "run"),
+            ],
+            cwd=tmp_path,
+            env=clean_env(PROBE_DIR=str(tmp_path)),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-        )  # fmt: skip
-        worker_env = clean_env(PROBE_DIR=str(tmp_path), OPENAI_API_KEY=KEY,
-                               LOCUST_LLM_HEADERS=f"X-Api-Key: {HEADER_SECRET}")  # fmt: skip
+        )
+        worker_env = clean_env(
+            PROBE_DIR=str(tmp_path), OPENAI_API_KEY=KEY, LOCUST_LLM_HEADERS=f"X-Api-Key: {HEADER_SECRET}"
+        )
         worker = subprocess.Popen(
-            [sys.executable, "-m", "locust", "-f", locustfile, "--worker", "--master-host", "127.0.0.1",
-             "--master-port", str(port)], cwd=tmp_path, env=worker_env, stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT, text=True,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "locust",
+                "-f",
+                locustfile,
+                "--worker",
+                "--master-host",
+                "127.0.0.1",
+                "--master-port",
+                str(port),
+            ],
+            cwd=tmp_path,
+            env=worker_env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
         try:
             out, err = master.communicate(timeout=90)
             worker_out, _ = worker.communicate(timeout=30)

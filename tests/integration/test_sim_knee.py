@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from locust_llm.sim.cli import add_arguments, config_from_args
+from locust_llm.sim.command import add_arguments, config_from_args
 from locust_llm.sim.truth import replay_closed_loop, saturation_users, steady_state
 from tests.support.procs import read_csv, run_locust
 
@@ -18,10 +18,23 @@ STEPS = (2, 4, 8, 16, 24)
 def sweep(tmp_path_factory):
     out = tmp_path_factory.mktemp("knee")
     proc = run_locust(
-        "--headless", "--csv", str(out / "run"), "--steps", ",".join(map(str, STEPS)), "--step-duration", "6s",
-        "--warmup", "2s", "--max-tokens", str(MAX_TOKENS), "--sim-args", SIM_ARGS, "--llm-report", str(out / "report"),
+        "--headless",
+        "--csv",
+        str(out / "run"),
+        "--steps",
+        ",".join(map(str, STEPS)),
+        "--step-duration",
+        "6s",
+        "--warmup",
+        "2s",
+        "--max-tokens",
+        str(MAX_TOKENS),
+        "--sim-args",
+        SIM_ARGS,
+        "--llm-report",
+        str(out / "report"),
         cwd=out,
-    )  # fmt: skip
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return read_csv(out / "run_llm_steps.csv")
 

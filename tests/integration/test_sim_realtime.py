@@ -43,8 +43,14 @@ def test_without_the_flag_the_simulator_runs_under_normal_scheduling():
     not realtime.allowed(), reason="this machine refuses SCHED_FIFO to this user (needs root or CAP_SYS_NICE)"
 )
 def test_with_the_flag_it_serves_streams_under_fifo_and_its_children_would_start_normal():
-    proc = subprocess.Popen([sys.executable, "-m", "locust_llm.sim", "--port", "0", "--realtime"], cwd=ROOT,
-                            env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "locust_llm.sim", "--port", "0", "--realtime"],
+        cwd=ROOT,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )
     try:
         assert proc.stdout is not None
         match = None
@@ -72,9 +78,14 @@ def test_with_the_flag_it_serves_streams_under_fifo_and_its_children_would_start
 
 def test_a_refusal_is_one_line_naming_what_is_needed_and_exit_2_before_serving():
     proc = subprocess.run(
-        [sys.executable, "-m", "locust_llm.sim", "--port", "0", "--realtime"], cwd=ROOT, env=clean_env(),
-        capture_output=True, text=True, timeout=60, preexec_fn=_no_realtime,
-    )  # fmt: skip
+        [sys.executable, "-m", "locust_llm.sim", "--port", "0", "--realtime"],
+        cwd=ROOT,
+        env=clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_no_realtime,
+    )
     assert proc.returncode == 2, proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1, proc.stderr

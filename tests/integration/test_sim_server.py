@@ -6,7 +6,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from locust_llm.heap import STEADY_THRESHOLD
+from locust_llm.config.gc_settings import STEADY_THRESHOLD
 from tests.support.procs import sim
 
 
@@ -96,7 +96,8 @@ def test_models_health_and_stats(base):
     assert status == 200
     assert stats["truth"]["sim-llm"]["saturation_users"] == 4
     assert stats["models"]["sim-llm"]["finished"] >= 1
-    # serving, its start-up heap is frozen and its youngest generation collected rarely (locust_llm/heap.py)
+    # serving, its start-up heap is frozen and its youngest generation collected rarely
+    # (locust_llm/config/gc_settings.py)
     assert stats["gc"]["threshold"] == STEADY_THRESHOLD
     assert len(stats["gc"]["collections"]) == 3 and all(n >= 0 for n in stats["gc"]["collections"])
 
@@ -143,8 +144,18 @@ def test_a_queued_request_whose_client_went_away_leaves_the_queue_and_its_rate_l
     import socket
     import time
 
-    with sim("--ttft-ms", "20", "--itl-ms", "50", "--capacity", "1", "--max-concurrent-per-key", "2",
-             "--context-tokens", "100000") as url:  # fmt: skip
+    with sim(
+        "--ttft-ms",
+        "20",
+        "--itl-ms",
+        "50",
+        "--capacity",
+        "1",
+        "--max-concurrent-per-key",
+        "2",
+        "--context-tokens",
+        "100000",
+    ) as url:
         parts = urlsplit(url)
         body = json.dumps({**CHAT, "stream": True, "max_tokens": 200}).encode()
         request = (

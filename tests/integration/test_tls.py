@@ -15,8 +15,19 @@ from tests.support.connect_proxy import connect_proxy
 from tests.support.procs import ROOT, clean_env, read_csv, run_locust, server
 
 TTFT_MS, ITL_MS, TOKENS = 50.0, 10.0, 16
-SWEEP = ("--headless", "--model", "sim-llm", "--steps", "2,4", "--step-duration", "5s", "--warmup", "2s",
-         "--max-tokens", str(TOKENS))  # fmt: skip
+SWEEP = (
+    "--headless",
+    "--model",
+    "sim-llm",
+    "--steps",
+    "2,4",
+    "--step-duration",
+    "5s",
+    "--warmup",
+    "2s",
+    "--max-tokens",
+    str(TOKENS),
+)
 
 
 def short(duration: str) -> tuple[str, ...]:
@@ -27,8 +38,22 @@ def short(duration: str) -> tuple[str, ...]:
 @pytest.fixture(scope="module")
 def tls_sim(tmp_path_factory):
     certs = tmp_path_factory.mktemp("certs")
-    cmd = (sys.executable, "-m", "locust_llm.sim", "--port", "0", "--tls", "--tls-dir", str(certs),
-           "--ttft-ms", f"{TTFT_MS:g}", "--itl-ms", f"{ITL_MS:g}", "--capacity", "16")  # fmt: skip
+    cmd = (
+        sys.executable,
+        "-m",
+        "locust_llm.sim",
+        "--port",
+        "0",
+        "--tls",
+        "--tls-dir",
+        str(certs),
+        "--ttft-ms",
+        f"{TTFT_MS:g}",
+        "--itl-ms",
+        f"{ITL_MS:g}",
+        "--capacity",
+        "16",
+    )
     with server(*cmd, ready=r"listening on (https://\S+)") as url:
         yield url, str(certs / "sim-ca.pem")
 
@@ -100,8 +125,9 @@ def test_no_proxy_bypasses_it(tls_sim, tmp_path):
     url, ca = tls_sim
     with connect_proxy() as proxy:
         env = clean_env(HTTPS_PROXY=proxy.url, NO_PROXY="127.0.0.1")
-        proc = run_locust(*short("3s"), "--host", url, "--ca-bundle", ca, "--csv", str(tmp_path / "run"),
-                          cwd=tmp_path, env=env)  # fmt: skip
+        proc = run_locust(
+            *short("3s"), "--host", url, "--ca-bundle", ca, "--csv", str(tmp_path / "run"), cwd=tmp_path, env=env
+        )
         tunnels = list(proxy.tunnels)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert tunnels == [] and int(read_csv(tmp_path / "run_llm_steps.csv")[0]["requests"]) > 0
@@ -115,8 +141,9 @@ def test_a_missing_ca_bundle_is_one_line_and_exit_2(tmp_path):
 
 
 def test_the_embedded_simulator_over_tls_is_trusted_by_itself(tmp_path):
-    proc = run_locust(*short("3s"), "--sim-args", "--tls --ttft-ms 50 --itl-ms 10", "--csv", str(tmp_path / "run"),
-                      cwd=tmp_path)  # fmt: skip
+    proc = run_locust(
+        *short("3s"), "--sim-args", "--tls --ttft-ms 50 --itl-ms 10", "--csv", str(tmp_path / "run"), cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = json.loads((tmp_path / "run_llm_summary.json").read_text())["run"]
     assert run["host"].startswith("https://127.0.0.1:") and run["settings"]["tls"]["ca_source"] == "--ca-bundle"
@@ -125,8 +152,17 @@ def test_the_embedded_simulator_over_tls_is_trusted_by_itself(tmp_path):
 
 def test_the_sdk_user_trusts_the_same_bundle(tls_sim, tmp_path):
     url, ca = tls_sim
-    proc = run_locust(*short("4s"), "--host", url, "--ca-bundle", ca, "--csv", str(tmp_path / "run"), cwd=tmp_path,
-                      locustfile=ROOT / "locustfile_sdk.py")  # fmt: skip
+    proc = run_locust(
+        *short("4s"),
+        "--host",
+        url,
+        "--ca-bundle",
+        ca,
+        "--csv",
+        str(tmp_path / "run"),
+        cwd=tmp_path,
+        locustfile=ROOT / "locustfile_sdk.py",
+    )
     # what is checked is trust, not validity: the SDK user's CPU can make a loaded CI machine's step invalid (exit 3)
     assert proc.returncode == 0 or (proc.returncode == 3 and "the measurement is invalid" in proc.stdout), (
         proc.stdout[-2000:] + proc.stderr[-2000:]

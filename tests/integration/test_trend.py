@@ -17,15 +17,39 @@ START = datetime(2026, 11, 1, 3, 17, tzinfo=UTC)
 
 def summary(i, ttft=400.0, knee=64, valid=True, version="0.1.0", prices=False):
     """A summary.json as a run writes it (the fields a history line takes)."""
-    steps = [{"step": n + 1, "users": u, "model": "grok-4", "requests": 100, "ok": 100 - (u == 64) * 20,
-              "status_429": (u == 64) * 20, "ttft_p50_ms": ttft * u / 64, "ttft_p99_ms": ttft * u / 32,
-              "itl_p50_ms": 15.0, "itl_p99_ms": 20.0 + u / 8, "e2e_p50_ms": 1500.0, "e2e_p99_ms": 2500.0,
-              "output_tok_s": 100.0 * min(u, knee), "cost_usd": 0.01 if prices else None, "valid": valid}
-             for n, u in enumerate((8, 16, 32, 64))]  # fmt: skip
-    return {"schema": 1, "model": "grok-4", "mode": "users", "valid": valid, "steps": steps,
-            "knee": {"recommended_users": knee, "latency_knee_users": knee, "latency_knee_bracket": [knee, 2 * knee]},
-            "run": {"started": (START + timedelta(days=i)).isoformat(), "host": "https://user:pw@api.x.ai/v1",
-                    "versions": {"locust_llm": version}}}  # fmt: skip
+    steps = [
+        {
+            "step": n + 1,
+            "users": u,
+            "model": "grok-4",
+            "requests": 100,
+            "ok": 100 - (u == 64) * 20,
+            "status_429": (u == 64) * 20,
+            "ttft_p50_ms": ttft * u / 64,
+            "ttft_p99_ms": ttft * u / 32,
+            "itl_p50_ms": 15.0,
+            "itl_p99_ms": 20.0 + u / 8,
+            "e2e_p50_ms": 1500.0,
+            "e2e_p99_ms": 2500.0,
+            "output_tok_s": 100.0 * min(u, knee),
+            "cost_usd": 0.01 if prices else None,
+            "valid": valid,
+        }
+        for n, u in enumerate((8, 16, 32, 64))
+    ]
+    return {
+        "schema": 1,
+        "model": "grok-4",
+        "mode": "users",
+        "valid": valid,
+        "steps": steps,
+        "knee": {"recommended_users": knee, "latency_knee_users": knee, "latency_knee_bracket": [knee, 2 * knee]},
+        "run": {
+            "started": (START + timedelta(days=i)).isoformat(),
+            "host": "https://user:pw@api.x.ai/v1",
+            "versions": {"locust_llm": version},
+        },
+    }
 
 
 def trend(*args, cwd):
@@ -91,8 +115,16 @@ def test_append_builds_the_history_night_by_night_and_a_flat_one_passes(tmp_path
 )
 def test_bad_input_is_one_line_and_exit_2(tmp_path, setup, args, message):
     history = tmp_path / "history.jsonl"
-    good = json.dumps({"schema": "locust-llm-history/1", "date": START.isoformat(), "model": "m", "valid": True,
-                       "knee": {}, "steps": []})  # fmt: skip
+    good = json.dumps(
+        {
+            "schema": "locust-llm-history/1",
+            "date": START.isoformat(),
+            "model": "m",
+            "valid": True,
+            "knee": {},
+            "steps": [],
+        }
+    )
     second = {"bad line": "{oops", "mixed": '{"schema": "locust-llm-history/0"}', "none": good}.get(setup)
     if second is not None:
         history.write_text(good + "\n" + second + "\n")

@@ -10,15 +10,34 @@ import pytest
 from tests.support.procs import read_csv, run_locust
 
 PACING = "--ttft-ms 50 --itl-ms 5 --capacity 64 --max-concurrent-per-key 3 --retry-after-s 0.5"
-SHORT = ("--headless", "--steps", "2,4", "--step-duration", "5s", "--warmup", "1s", "--max-tokens", "16",
-         "--sim-args", PACING)  # fmt: skip
+SHORT = (
+    "--headless",
+    "--steps",
+    "2,4",
+    "--step-duration",
+    "5s",
+    "--warmup",
+    "1s",
+    "--max-tokens",
+    "16",
+    "--sim-args",
+    PACING,
+)
 
 
 @pytest.fixture(scope="module")
 def priced(tmp_path_factory):
     out = tmp_path_factory.mktemp("priced")
-    proc = run_locust(*SHORT, "--csv", str(out / "run"), "--price-input-usd-per-mtok", "1.5",
-                      "--price-output-usd-per-mtok", "6", cwd=out)  # fmt: skip
+    proc = run_locust(
+        *SHORT,
+        "--csv",
+        str(out / "run"),
+        "--price-input-usd-per-mtok",
+        "1.5",
+        "--price-output-usd-per-mtok",
+        "6",
+        cwd=out,
+    )
     return proc, out
 
 
@@ -38,8 +57,11 @@ def test_cost_reaches_the_per_step_csv_and_the_report(priced):
         assert row["cost_usd"] and float(row["cost_usd"]) == pytest.approx(expected, abs=1e-6), row
     html = (out / "run_llm_report.html").read_text()
     table = html.split("<h2>Per-step results</h2>", 1)[1].split("</table>", 1)[0]
-    cost_cells = [cells[14] for cells in re.findall(r"<tr>(.*?)</tr>", table)[1:] for cells in [re.findall(
-        r"<td>(.*?)</td>", cells)]]  # fmt: skip
+    cost_cells = [
+        cells[14]
+        for cells in re.findall(r"<tr>(.*?)</tr>", table)[1:]
+        for cells in [re.findall(r"<td>(.*?)</td>", cells)]
+    ]
     assert cost_cells and all(c not in ("-", "") for c in cost_cells), cost_cells
 
 
@@ -52,8 +74,9 @@ def test_the_summary_is_printed_and_written_next_to_the_csvs_without_llm_report(
 
 
 def test_an_sla_that_no_step_meets_fails_the_gate_and_report_files_can_be_turned_off(tmp_path):
-    proc = run_locust(*SHORT, "--csv", str(tmp_path / "run"), "--sla-ttft-p99-ms", "1", "--llm-report", "off",
-                      cwd=tmp_path)  # fmt: skip
+    proc = run_locust(
+        *SHORT, "--csv", str(tmp_path / "run"), "--sla-ttft-p99-ms", "1", "--llm-report", "off", cwd=tmp_path
+    )
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "no tested concurrency meets the SLA (TTFT p99 <= 1 ms, error rate <= 1% (default))" in proc.stdout
     assert not list(tmp_path.glob("*report*")) and not list(tmp_path.glob("*summary*"))
@@ -62,12 +85,24 @@ def test_an_sla_that_no_step_meets_fails_the_gate_and_report_files_can_be_turned
 
 def test_steps_too_short_for_their_requests_are_invalid_and_the_needed_length_is_said(tmp_path):
     # 3.25 s requests (100 ms to the first token, 63 gaps of 50 ms) in 5 s steps
-    proc = run_locust("--headless", "--steps", "2,4", "--step-duration", "5s", "--max-tokens", "64", "--sim-args",
-                      "--ttft-ms 100 --itl-ms 50 --capacity 64", "--csv", str(tmp_path / "run"),
-                      cwd=tmp_path)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        "--steps",
+        "2,4",
+        "--step-duration",
+        "5s",
+        "--max-tokens",
+        "64",
+        "--sim-args",
+        "--ttft-ms 100 --itl-ms 50 --capacity 64",
+        "--csv",
+        str(tmp_path / "run"),
+        cwd=tmp_path,
+    )
     assert proc.returncode == 3, proc.stdout[-3000:]
-    advice = re.search(r"steps of 5 s are too short for this workload \(E2E p50 (\S+) s.*?--step-duration (\d+)s",
-                       proc.stderr)  # fmt: skip
+    advice = re.search(
+        r"steps of 5 s are too short for this workload \(E2E p50 (\S+) s.*?--step-duration (\d+)s", proc.stderr
+    )
     assert advice and float(advice.group(1)) == pytest.approx(3.25, abs=0.15) and int(advice.group(2)) >= 10
     rows = {int(r["users"]): r for r in read_csv(tmp_path / "run_llm_steps.csv")}
     assert "requests too long for the step" in rows[2]["invalid_reasons"]

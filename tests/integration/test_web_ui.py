@@ -26,10 +26,21 @@ def fetch(url, data=None, timeout=10):
 def web_ui(cwd, *args, env=None, master=False):
     """A locust process serving its web UI on 127.0.0.1; yields its base URL; its output is kept on ``.output``."""
     port = free_port()
-    cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-host", "127.0.0.1", "--web-port", str(port),
-           *args]  # fmt: skip
-    proc = subprocess.Popen(cmd, cwd=cwd, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)  # fmt: skip
+    cmd = [
+        sys.executable,
+        "-m",
+        "locust",
+        "-f",
+        str(LOCUSTFILE),
+        "--web-host",
+        "127.0.0.1",
+        "--web-port",
+        str(port),
+        *args,
+    ]
+    proc = subprocess.Popen(
+        cmd, cwd=cwd, env=env or clean_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30
@@ -85,9 +96,17 @@ def two_runs(tmp_path_factory):
         out["second"] = wait_for(base, "finished")
         out["second_locust"] = locust_e2e_requests(base)
         out["running_run"] = running["run"]
-        out["routes"] = {path: fetch(base + path) for path in ("/llm/", "/llm/steps.json", "/llm/steps.csv",
-                                                               "/llm/summary.json", "/llm/report.html",
-                                                               "/stats/requests")}  # fmt: skip
+        out["routes"] = {
+            path: fetch(base + path)
+            for path in (
+                "/llm/",
+                "/llm/steps.json",
+                "/llm/steps.csv",
+                "/llm/summary.json",
+                "/llm/report.html",
+                "/stats/requests",
+            )
+        }
     out["output"] = web_ui.output
     out["cwd"] = cwd
     return out
@@ -135,8 +154,21 @@ def test_the_routes_answer_and_no_page_holds_the_key(two_runs):
 
 
 def test_a_stop_in_the_middle_of_a_step_closes_it_as_partial(tmp_path):
-    with web_ui(tmp_path, "--steps", "2,4", "--step-duration", "30s", "--warmup", "1s", "--max-tokens", "8",
-                "--min-step-requests", "1", "--csv", "run") as base:  # fmt: skip
+    with web_ui(
+        tmp_path,
+        "--steps",
+        "2,4",
+        "--step-duration",
+        "30s",
+        "--warmup",
+        "1s",
+        "--max-tokens",
+        "8",
+        "--min-step-requests",
+        "1",
+        "--csv",
+        "run",
+    ) as base:
         assert json.loads(fetch(base + "/swarm", {}))["success"]
         deadline = time.monotonic() + 20
         while not steps_json(base)["rows"] or steps_json(base)["rows"][0]["requests"] < 5:
@@ -172,8 +204,14 @@ def test_the_form_may_not_point_a_path_outside_the_working_directory_nor_change_
 def test_a_key_with_an_exposed_ui_gets_one_warning(tmp_path):
     port = free_port()
     cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--web-port", str(port), *ARGS]
-    proc = subprocess.Popen(cmd, cwd=tmp_path, env=clean_env(OPENAI_API_KEY=KEY), stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)  # fmt: skip
+    proc = subprocess.Popen(
+        cmd,
+        cwd=tmp_path,
+        env=clean_env(OPENAI_API_KEY=KEY),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     try:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -26,9 +26,18 @@ def browser():
     binary = chromium()
     playwright_api = pytest.importorskip("playwright.sync_api")
     with playwright_api.sync_playwright() as p:
-        launched = p.chromium.launch(executable_path=binary, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-            "--disable-component-update", "--disable-sync"])  # fmt: skip
+        launched = p.chromium.launch(
+            executable_path=binary,
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+            ],
+        )
         yield launched
         launched.close()
 
@@ -67,13 +76,15 @@ def test_the_llm_tab_and_the_live_page_in_a_browser(browser, tmp_path):
         live = browser.new_page(viewport={"width": 1200, "height": 1300})
         live_errors = watch(live)
         live.goto(base + "/llm/")
-        live.wait_for_function("document.getElementById('render-status').textContent.startsWith('rendered 3 charts')",
-                               timeout=20_000)  # fmt: skip
+        live.wait_for_function(
+            "document.getElementById('render-status').textContent.startsWith('rendered 3 charts')", timeout=20_000
+        )
         running = live.locator("#render-status").inner_text()
         assert "rendered 3 charts, 0 errors" in running and "running" in running
         wait_for(base, "finished", timeout_s=90)
-        live.wait_for_function("document.getElementById('render-status').textContent.endsWith('finished')",
-                               timeout=20_000)  # fmt: skip
+        live.wait_for_function(
+            "document.getElementById('render-status').textContent.endsWith('finished')", timeout=20_000
+        )
         assert "rendered 3 charts, 0 errors" in live.locator("#render-status").inner_text()
         summary = live.locator("#summary").inner_text()
         assert "recommended max concurrency" in summary and "latency knee" in summary
@@ -87,14 +98,45 @@ def test_the_llm_tab_and_the_live_page_in_a_browser(browser, tmp_path):
 def test_a_master_with_two_workers_shows_the_merged_rows(tmp_path):
     port = free_port()
     workers = []
-    with web_ui(tmp_path, "--steps", "2,4", "--step-duration", "6s", "--warmup", "1s", "--max-tokens", "16",
-                "--master", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port), "--expect-workers",
-                "2") as base:  # fmt: skip
+    with web_ui(
+        tmp_path,
+        "--steps",
+        "2,4",
+        "--step-duration",
+        "6s",
+        "--warmup",
+        "1s",
+        "--max-tokens",
+        "16",
+        "--master",
+        "--master-bind-host",
+        "127.0.0.1",
+        "--master-bind-port",
+        str(port),
+        "--expect-workers",
+        "2",
+    ) as base:
         for _ in range(2):
-            workers.append(subprocess.Popen(
-                [sys.executable, "-m", "locust", "-f", str(ROOT / "locustfile.py"), "--worker", "--master-host",
-                 "127.0.0.1", "--master-port", str(port)], cwd=tmp_path, env=clean_env(),
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))  # fmt: skip
+            workers.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "locust",
+                        "-f",
+                        str(ROOT / "locustfile.py"),
+                        "--worker",
+                        "--master-host",
+                        "127.0.0.1",
+                        "--master-port",
+                        str(port),
+                    ],
+                    cwd=tmp_path,
+                    env=clean_env(),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
         try:
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:

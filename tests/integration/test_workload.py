@@ -14,8 +14,21 @@ REASONING = 48  # the reasoning preset's thinking tokens per answer
 def sweep(path, base, *args, locustfile=LOCUSTFILE, users="4", seconds="10s"):
     """A one-step run against ``base`` (None: the embedded simulator)."""
     host = ("--host", base) if base else ()
-    proc = run_locust("--headless", *host, "--steps", users, "--step-duration", seconds, "--warmup", "2s", "--csv",
-                      str(path / "run"), *args, cwd=path, locustfile=locustfile)  # fmt: skip
+    proc = run_locust(
+        "--headless",
+        *host,
+        "--steps",
+        users,
+        "--step-duration",
+        seconds,
+        "--warmup",
+        "2s",
+        "--csv",
+        str(path / "run"),
+        *args,
+        cwd=path,
+        locustfile=locustfile,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     return proc
@@ -34,8 +47,20 @@ def conversations(tmp_path_factory):
 
     def converse(path, locustfile, users):
         with sim("--preset", "reasoning", "--kv-blocks", "1024", "--context-tokens", "8192") as base:
-            sweep(path, base, "--model", "sim-reasoner", "--turns", "3", "--max-tokens", "64", "--system-prompt",
-                  system_prompt(path, 400), locustfile=locustfile, users=users)  # fmt: skip
+            sweep(
+                path,
+                base,
+                "--model",
+                "sim-reasoner",
+                "--turns",
+                "3",
+                "--max-tokens",
+                "64",
+                "--system-prompt",
+                system_prompt(path, 400),
+                locustfile=locustfile,
+                users=users,
+            )
         return path
 
     users = {"fast": (LOCUSTFILE, "4"), "sdk": (ROOT / "locustfile_sdk.py", "2")}
@@ -83,8 +108,20 @@ def hinted(tmp_path_factory):
     off and on, at once."""
 
     def run(path, mark):
-        sweep(path, None, "--sim-args", "--prefix-cache hint", "--system-prompt", system_prompt(path, 1000),
-              "--cache-control", mark, "--max-tokens", "64", users="16", seconds="12s")  # fmt: skip
+        sweep(
+            path,
+            None,
+            "--sim-args",
+            "--prefix-cache hint",
+            "--system-prompt",
+            system_prompt(path, 1000),
+            "--cache-control",
+            mark,
+            "--max-tokens",
+            "64",
+            users="16",
+            seconds="12s",
+        )
         return read_csv(path / "run_llm_steps.csv")[0], json.loads((path / "run_llm_run.json").read_text())
 
     return at_once({mark: partial(run, tmp_path_factory.mktemp(f"cache-{mark}"), mark) for mark in ("off", "on")})

@@ -22,8 +22,9 @@ def kubectl() -> str:
 
 
 def render(overlay: str) -> list[dict]:
-    proc = subprocess.run([kubectl(), "kustomize", str(ROOT / "k8s" / "overlays" / overlay)], capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+    proc = subprocess.run(
+        [kubectl(), "kustomize", str(ROOT / "k8s" / "overlays" / overlay)], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]
 

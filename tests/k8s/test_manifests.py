@@ -92,8 +92,11 @@ def test_services_select_the_master_pod(rendered, overlay):
                 matched.append((name, template))
         assert len(matched) == 1, (service["metadata"]["name"], selector)
         name, template = matched[0]
-        ports = {p["containerPort"] for c in template["spec"]["containers"] + template["spec"].get(
-            "initContainers", []) for p in c.get("ports", [])}  # fmt: skip
+        ports = {
+            p["containerPort"]
+            for c in template["spec"]["containers"] + template["spec"].get("initContainers", [])
+            for p in c.get("ports", [])
+        }
         assert {p["targetPort"] for p in service["spec"]["ports"]} <= ports
         assert any(is_master(c) for c in template["spec"]["containers"])
 

@@ -44,9 +44,15 @@ def night(tmp_path, results, i, *, ttft=400.0, run_exit=0, keep=3):
     tool(bin_dir, "date", f"#!/bin/sh\necho {when.strftime('%Y-%m-%dT%H-%MZ')}\n")
     data = summary(i, ttft=ttft)
     (tmp_path / "summary.json").write_text(json.dumps(data))
-    env = {"PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}", "JOB_COMPLETION_INDEX": "0",
-           "FAKE_SUMMARY": str(tmp_path / "summary.json"), "FAKE_EXIT": str(run_exit), "KEEP_NIGHTS": str(keep),
-           "TREND_WINDOW": "14", "MAX_DRIFT_PCT": "10"}  # fmt: skip
+    env = {
+        "PATH": f"{bin_dir}:{Path(sys.executable).parent}:{os.environ['PATH']}",
+        "JOB_COMPLETION_INDEX": "0",
+        "FAKE_SUMMARY": str(tmp_path / "summary.json"),
+        "FAKE_EXIT": str(run_exit),
+        "KEEP_NIGHTS": str(keep),
+        "TREND_WINDOW": "14",
+        "MAX_DRIFT_PCT": "10",
+    }
     local = script().replace("/results", str(results))
     return subprocess.run(["sh", "-c", local], env=env, capture_output=True, text=True, timeout=120)
 

@@ -34,8 +34,9 @@ def test_smoke_overlay_runs_as_local_processes(tmp_path):
     (sidecar,) = master_pod["initContainers"]
     (master,) = master_pod["containers"]
     (worker,) = by_name(docs, "Job", "locust-llm-worker")["spec"]["template"]["spec"]["containers"]
-    assert [e["configMapRef"]["name"] for e in master["envFrom"]] == [by_name(docs, "ConfigMap", "locust")[
-        "metadata"]["name"]]  # fmt: skip
+    assert [e["configMapRef"]["name"] for e in master["envFrom"]] == [
+        by_name(docs, "ConfigMap", "locust")["metadata"]["name"]
+    ]
 
     sim_port, master_port = free_port(), free_port()
     results = tmp_path / "results"
@@ -55,13 +56,25 @@ def test_smoke_overlay_runs_as_local_processes(tmp_path):
     assert sidecar["command"][:2] == ["locust-llm", "sim"]
     sim_args = localise(sidecar["command"][2:], {"0.0.0.0": "127.0.0.1", "8000": str(sim_port)})
     with server(sys.executable, "-m", "locust_llm.cli", "sim", *sim_args):
-        master_proc = subprocess.Popen([sys.executable, "-m", "locust", *localise(master["args"], mapping)],
-                                       cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                       text=True)  # fmt: skip
+        master_proc = subprocess.Popen(
+            [sys.executable, "-m", "locust", *localise(master["args"], mapping)],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         time.sleep(1.0)
-        workers = [subprocess.Popen([sys.executable, "-m", "locust", *localise(worker["args"], mapping)],
-                                    cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL,
-                                    stderr=subprocess.DEVNULL) for _ in range(WORKERS)]  # fmt: skip
+        workers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "locust", *localise(worker["args"], mapping)],
+                cwd=tmp_path,
+                env=clean_env(),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for _ in range(WORKERS)
+        ]
         try:
             out, err = master_proc.communicate(timeout=150)
         finally:

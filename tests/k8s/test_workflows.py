@@ -15,8 +15,10 @@ def test_workflows_match_the_github_schema():
     assert {w.name for w in WORKFLOWS} == {"ci.yml", "nightly.yml"}
     proc = subprocess.run(
         [sys.executable, "-m", "check_jsonschema", "--builtin-schema", "vendor.github-workflows", *map(str, WORKFLOWS)],
-        capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
 
 

@@ -57,8 +57,10 @@ async def answer(mode: str, key: bytes, writer: asyncio.StreamWriter) -> bool:
     name, _, arg = mode.partition(":")
     ok = [TOKEN, TOKEN, TOKEN, USAGE, DONE]
     if name == "unauthorized" or (name == "revoke" and SEEN["requests"] > int(arg)):
-        body = (b'{"error": {"message": "Incorrect API key provided: ' + key + b'.", "type": '
-                b'"invalid_request_error", "code": "invalid_api_key"}}')  # fmt: skip
+        body = (
+            b'{"error": {"message": "Incorrect API key provided: ' + key + b'.", "type": '
+            b'"invalid_request_error", "code": "invalid_api_key"}}'
+        )
         writer.write(_response("401 Unauthorized", "application/json", body))
     elif name == "json200":
         writer.write(_response("200 OK", "application/json", b'{"choices": [{"message": {"content": "x"}}]}'))

@@ -47,8 +47,9 @@ class ConnectProxy:
                 return
             self.tunnels.append(target)
             headers = head.decode("latin-1").split("\r\n")[1:]
-            self.auth.append(next((h.split(":", 1)[1].strip() for h in headers
-                                   if h.lower().startswith("proxy-authorization:")), ""))  # fmt: skip
+            self.auth.append(
+                next((h.split(":", 1)[1].strip() for h in headers if h.lower().startswith("proxy-authorization:")), "")
+            )
             with socket.create_connection((host, int(port)), timeout=30) as upstream:
                 client.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
                 threading.Thread(target=_relay, args=(upstream, client), daemon=True).start()

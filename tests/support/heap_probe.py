@@ -1,4 +1,4 @@
-"""Run by tests/unit/test_plugin_heap.py in its own process (Locust monkey-patches on import): what the garbage
+"""Run by tests/unit/runtime/test_gc_settings.py in its own process (Locust monkey-patches on import): what the garbage
 collector walks before, during and after a test, with locust-llm's listeners installed; prints one JSON line."""
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ import json
 from locust.env import Environment
 from locust.event import Events
 
-from locust_llm import heap, plugin
+from locust_llm import plugin
+from locust_llm.config import gc_settings
 
 
 class Marker:
@@ -51,7 +52,7 @@ def main() -> None:
     events = Events()
     plugin.install(events)
     environment = Environment(events=events)
-    got: dict[str, object] = {"test_threshold": heap.STEADY_THRESHOLD, "threshold_before": gc.get_threshold()[0]}
+    got: dict[str, object] = {"test_threshold": gc_settings.STEADY_THRESHOLD, "threshold_before": gc.get_threshold()[0]}
     before = Marker()
     got["before"] = [tracked(before), gc.get_freeze_count() > 0]
     events.test_start.fire(environment=environment)

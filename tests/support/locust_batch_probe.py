@@ -1,4 +1,4 @@
-"""Run by tests/unit/test_locust_batch.py in its own process (importing Locust monkey-patches the interpreter).
+"""Run by tests/unit/runtime/test_locust_stats.py in its own process (importing Locust monkey-patches the interpreter).
 
 Prints one JSON line: for seeded random requests of ITL gaps, whether :func:`log_gaps` left Locust's stats entries
 equal, field for field, to one ``request`` event per gap; the same with one gap left out (the check can fail); the
@@ -17,10 +17,18 @@ from locust import User
 from locust.env import Environment
 from locust.event import Events
 
-from locust_llm.locust_batch import gaps_ms, log_gaps, log_one, log_rows, sole_runner_listener
+from locust_llm.runtime.locust_stats import gaps_ms, log_gaps, log_one, log_rows, sole_runner_listener
 
-FIELDS = ("num_requests", "num_none_requests", "num_failures", "total_response_time", "min_response_time",
-          "max_response_time", "response_times", "total_content_length")  # fmt: skip
+FIELDS = (
+    "num_requests",
+    "num_none_requests",
+    "num_failures",
+    "total_response_time",
+    "min_response_time",
+    "max_response_time",
+    "response_times",
+    "total_content_length",
+)
 
 
 class Idle(User):
@@ -47,11 +55,14 @@ def compare(seed, drop_one):
     rng = random.Random(seed)
     fired, batched = runner_env(), runner_env()
     for _ in range(rng.randint(1, 5)):
-        gaps = [rng.choice([rng.uniform(0.001, 5), rng.uniform(5, 500), rng.uniform(500, 120_000)])
-                for _ in range(rng.randint(0, 80))]  # fmt: skip
+        gaps = [
+            rng.choice([rng.uniform(0.001, 5), rng.uniform(5, 500), rng.uniform(500, 120_000)])
+            for _ in range(rng.randint(0, 80))
+        ]
         for gap in gaps:
-            fired.events.request.fire(request_type="ITL", name="m", response_time=gap, response_length=0,
-                                      exception=None, context={})  # fmt: skip
+            fired.events.request.fire(
+                request_type="ITL", name="m", response_time=gap, response_length=0, exception=None, context={}
+            )
         log_gaps(batched.runner.stats, "ITL", "m", gaps[1:] if drop_one and gaps else gaps)
     return entries(batched.runner.stats) == entries(fired.runner.stats)
 
@@ -63,8 +74,9 @@ def compare_one(seed, drop_error):
     for _ in range(rng.randint(1, 20)):
         method, ms, length = rng.choice(["TTFT", "E2E"]), rng.uniform(0.01, 90_000), rng.randint(0, 5000)
         error = RuntimeError(rng.choice(["HTTP 429: slow down", "timeout"])) if rng.random() < 0.3 else None
-        fired.events.request.fire(request_type=method, name="m", response_time=ms, response_length=length,
-                                  exception=error, context={})  # fmt: skip
+        fired.events.request.fire(
+            request_type=method, name="m", response_time=ms, response_length=length, exception=error, context={}
+        )
         log_one(direct.runner.stats, method, "m", ms, length, None if drop_error else error)
     errors = [sorted((k, e.occurrences) for k, e in env.runner.stats.errors.items()) for env in (fired, direct)]
     return entries(direct.runner.stats) == entries(fired.runner.stats) and errors[0] == errors[1]
@@ -73,9 +85,9 @@ def compare_one(seed, drop_error):
 def recorder_runs():
     """The same two results recorded by a :class:`Recorder` with the runner alone and with a plugin listening:
     whether the runner's stats are equal, and the (method, count) of the events the plugin received."""
-    from locust_llm.collect.collector import Collector
-    from locust_llm.metrics import Outcome, RequestResult
-    from locust_llm.recorder import Recorder
+    from locust_llm.protocol.metrics import Outcome, RequestResult
+    from locust_llm.runtime.collector import Collector
+    from locust_llm.runtime.recorder import Recorder
 
     results = []
     for outcome in (Outcome.OK, Outcome.TIMEOUT):
@@ -123,10 +135,10 @@ def deferred_runs():
 
     import gevent
 
-    import locust_llm.recorder as recorder_module
-    from locust_llm.collect.collector import Collector
-    from locust_llm.metrics import Outcome, RequestResult
-    from locust_llm.recorder import DEFER_S, Recorder
+    import locust_llm.runtime.recorder as recorder_module
+    from locust_llm.protocol.metrics import Outcome, RequestResult
+    from locust_llm.runtime.collector import Collector
+    from locust_llm.runtime.recorder import DEFER_S, Recorder
 
     rng = random.Random(7)
     results = []
@@ -178,16 +190,20 @@ def deferred_runs():
     gevent.sleep(2.0)  # the hub's timer fires first: it was due earlier
     timed = e2e_rows()
     recorder_module.DEFER_S = DEFER_S
-    return {"equal": stats[0] == stats[1], "logged_before_stop": logged, "results": len(results),
-            "rows": [before, reported, after_reset, waiting, timed]}  # fmt: skip
+    return {
+        "equal": stats[0] == stats[1],
+        "logged_before_stop": logged,
+        "results": len(results),
+        "rows": [before, reported, after_reset, waiting, timed],
+    }
 
 
 def deferred_bounds():
     """How many successful requests wait before their rows are logged together: 128 of few tokens each, fewer once
     they hold 8,192 tokens (28 of 300 tokens each, one of 8,192); what waits at the end is logged at test_stop."""
-    from locust_llm.collect.collector import Collector
-    from locust_llm.metrics import RequestResult
-    from locust_llm.recorder import DEFER_LIMIT, DEFER_TOKENS, Recorder
+    from locust_llm.protocol.metrics import RequestResult
+    from locust_llm.runtime.collector import Collector
+    from locust_llm.runtime.recorder import DEFER_LIMIT, DEFER_TOKENS, Recorder
 
     out = {"limits": [DEFER_LIMIT, DEFER_TOKENS]}
     for tokens in (2, 300, 8192):
@@ -226,8 +242,10 @@ def compare_rows(seed, mutate):
         if seed % 2:  # gaps between tokens: all under 100 ms (some exactly half-way between two integers), many
             values = [rng.choice([rng.uniform(-3, 99.9), rng.randint(-3, 98) + 0.5]) for _ in range(rng.randint(0, 90))]
         else:
-            values = [rng.choice([rng.uniform(-3, 5), rng.uniform(5, 500), rng.uniform(500, 90_000)])
-                      for _ in range(rng.choice([0, 1, 1, 3, 40]))]  # fmt: skip
+            values = [
+                rng.choice([rng.uniform(-3, 5), rng.uniform(5, 500), rng.uniform(500, 90_000)])
+                for _ in range(rng.choice([0, 1, 1, 3, 40]))
+            ]
         rows.append((at, rng.choice(["TTFT", "ITL", "E2E"]), rng.choice(["m", "n"]), values, rng.choice([0, 7, 300])))
     real_time, clock = time.time, [rows[0][0] - 0.5]
     time.time = lambda: clock[0]
@@ -240,14 +258,21 @@ def compare_rows(seed, mutate):
         for at, method, name, values, length in rows:
             clock[0] = at
             for value in values:
-                fired.events.request.fire(request_type=method, name=name, response_time=value,
-                                          response_length=length, exception=None, context={})  # fmt: skip
+                fired.events.request.fire(
+                    request_type=method,
+                    name=name,
+                    response_time=value,
+                    response_length=length,
+                    exception=None,
+                    context={},
+                )
         if mutate:
             at, method, name, values, length = next(row for row in rows if row[3])
             rows[rows.index((at, method, name, values, length))] = (at, method, name, values, length + 1)
         # the recorder gives its ITL gaps as float64 arrays: every other row's times given so
-        rows = [(a, m, nm, np.asarray(v, dtype=np.float64) if k % 2 else v, ln)
-                for k, (a, m, nm, v, ln) in enumerate(rows)]  # fmt: skip
+        rows = [
+            (a, m, nm, np.asarray(v, dtype=np.float64) if k % 2 else v, ln) for k, (a, m, nm, v, ln) in enumerate(rows)
+        ]
         i = 0
         while i < len(rows):
             size = rng.randint(1, 40)
@@ -298,8 +323,14 @@ def rows_dated_back():
     entry = stats.get("m", "E2E")
     log_rows(stats, [(2_000_010.5, "E2E", "m", [100.0], 0)])
     cached = sorted(entry.response_times_cache or {})
-    log_rows(stats, [(2_000_010.9, "E2E", "m", [70.0], 0), (2_000_010.6, "E2E", "m", [65.0], 0),
-                     (2_000_008.7, "E2E", "m", [50.0, 60.0], 0)])  # fmt: skip
+    log_rows(
+        stats,
+        [
+            (2_000_010.9, "E2E", "m", [70.0], 0),
+            (2_000_010.6, "E2E", "m", [65.0], 0),
+            (2_000_008.7, "E2E", "m", [50.0, 60.0], 0),
+        ],
+    )
     return {
         "last": entry.last_request_timestamp,
         "cached_again": sorted(entry.response_times_cache or {}) != cached,
@@ -318,24 +349,30 @@ def main():
     env = runner_env()
     alone = sole_runner_listener(env.events)
     env.events.request.add_listener(lambda **_kw: None)
-    print(json.dumps({
-        "equal": equal,
-        "equal_with_rounding_replaced": equal_replaced,
-        "equal_with_a_gap_dropped": all(compare(s, True) for s in seeds),
-        "one_equal": all(compare_one(s, False) for s in seeds),
-        "rows_equal": all(compare_rows(s, False) for s in seeds),
-        "rows_equal_with_a_length_off": any(compare_rows(s, True) for s in seeds),
-        "rows_dated_back": rows_dated_back(),
-        "one_equal_with_errors_dropped": all(compare_one(s, True) for s in seeds),
-        "recorder": recorder_runs(),
-        "deferred": deferred_runs(),
-        "deferred_bounds": deferred_bounds(),
-        "gaps": {key: all(gaps_exact(s)[key] for s in seeds)
-                 for key in ("equal", "equal_to_differences_of_ms", "arrays", "wide_equal_as_lists")},
-        "runner_alone": alone,
-        "with_a_plugin": sole_runner_listener(env.events),
-        "no_runner": sole_runner_listener(Events()),
-    }))  # fmt: skip
+    print(
+        json.dumps(
+            {
+                "equal": equal,
+                "equal_with_rounding_replaced": equal_replaced,
+                "equal_with_a_gap_dropped": all(compare(s, True) for s in seeds),
+                "one_equal": all(compare_one(s, False) for s in seeds),
+                "rows_equal": all(compare_rows(s, False) for s in seeds),
+                "rows_equal_with_a_length_off": any(compare_rows(s, True) for s in seeds),
+                "rows_dated_back": rows_dated_back(),
+                "one_equal_with_errors_dropped": all(compare_one(s, True) for s in seeds),
+                "recorder": recorder_runs(),
+                "deferred": deferred_runs(),
+                "deferred_bounds": deferred_bounds(),
+                "gaps": {
+                    key: all(gaps_exact(s)[key] for s in seeds)
+                    for key in ("equal", "equal_to_differences_of_ms", "arrays", "wide_equal_as_lists")
+                },
+                "runner_alone": alone,
+                "with_a_plugin": sole_runner_listener(env.events),
+                "no_runner": sole_runner_listener(Events()),
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

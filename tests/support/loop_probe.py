@@ -119,8 +119,11 @@ def run(cls):
 
     bystander = gevent.spawn(other)
     counts.clear()
-    counts.update(dict.fromkeys(("requests", "tasks", "locust_waits", "zero_sleeps", "think_sleeps", "other_sleeps",
-                                 "think_draws"), 0))  # fmt: skip
+    counts.update(
+        dict.fromkeys(
+            ("requests", "tasks", "locust_waits", "zero_sleeps", "think_sleeps", "other_sleeps", "think_draws"), 0
+        )
+    )
     gevent.sleep, TaskSet.wait, DefaultTaskSet.execute_task = counted_sleep, counted_wait, counted_task
     try:
         greenlet = gevent.spawn(user.run)
@@ -130,11 +133,17 @@ def run(cls):
         gevent.sleep, TaskSet.wait, DefaultTaskSet.execute_task = real_sleep, real_wait, real_execute
         bystander.kill()
     between = sum(1 for before, after in zip(user.seen, user.seen[1:], strict=False) if after > before)
-    got = {key: counts[key] for key in ("requests", "tasks", "locust_waits", "zero_sleeps", "think_sleeps",
-                                        "think_draws")}  # fmt: skip
+    got = {
+        key: counts[key] for key in ("requests", "tasks", "locust_waits", "zero_sleeps", "think_sleeps", "think_draws")
+    }
     return {**got, "others_ran_between": between, "ended": greenlet.dead}
 
 
-print(json.dumps({"running": base._RUNNING == LOCUST_STATE_RUNNING,
-                  **{cls.__name__: run(cls) for cls in (Waits, NeverYields, StopsItself, Thinks, TwoTasks,
-                                                        OwnWaitTime)}}))  # fmt: skip
+print(
+    json.dumps(
+        {
+            "running": base._RUNNING == LOCUST_STATE_RUNNING,
+            **{cls.__name__: run(cls) for cls in (Waits, NeverYields, StopsItself, Thinks, TwoTasks, OwnWaitTime)},
+        }
+    )
+)

@@ -141,15 +141,38 @@ def _distributed_once(
     port = free_port()
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
     master = subprocess.Popen(
-        [*locust, "--master", "--headless", "--master-bind-host", "127.0.0.1", "--master-bind-port", str(port),
-         "--expect-workers", str(workers), "--host", host, "--csv", str(tmp_path / "run"), *sweep],
-        cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )  # fmt: skip
+        [
+            *locust,
+            "--master",
+            "--headless",
+            "--master-bind-host",
+            "127.0.0.1",
+            "--master-bind-port",
+            str(port),
+            "--expect-workers",
+            str(workers),
+            "--host",
+            host,
+            "--csv",
+            str(tmp_path / "run"),
+            *sweep,
+        ],
+        cwd=tmp_path,
+        env=clean_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     procs = [
-        subprocess.Popen([*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
-                         cwd=tmp_path, env=clean_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.Popen(
+            [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
+            cwd=tmp_path,
+            env=clean_env(),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         for _ in range(workers)
-    ]  # fmt: skip
+    ]
     try:
         if kill_worker_after_s is not None:
             time.sleep(kill_worker_after_s)

@@ -23,7 +23,7 @@ def test_a_directory_is_taken_as_it_is_and_a_revision_is_checked_out_then_remove
     target = checkout("HEAD", tmp_path)
     try:
         head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-        assert (target / "locust_llm" / "users" / "pump.py").is_file()
+        assert (target / "locust_llm" / "__init__.py").is_file()
         here = subprocess.run(["git", "-C", str(target), "rev-parse", "HEAD"], capture_output=True, text=True)
         assert here.stdout == head.stdout
         assert checkout("HEAD", tmp_path) == target  # the same revision twice: one checkout

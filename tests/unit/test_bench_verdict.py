@@ -13,10 +13,24 @@ from _verdict import SERVER_BEHIND_PCT, cpu_ratio, difference, judge, pairs
 from generator import CPU_GOAL, ITL_P99_GOAL_MS, verdicts
 
 
-def run(generator: str, us: float, late: float = 0.4, ttft: float = 0.3, itl: float = 0.2, streams: int = 512,
-        behind: float = 0.0):  # fmt: skip
-    return {"generator": generator, "streams": streams, "us_per_token": us, "server_late_p99_ms": late,
-            "server_late_5ms_pct": behind, "ttft_p99_vs_sent_ms": ttft, "itl_p99_vs_sent_ms": itl}  # fmt: skip
+def run(
+    generator: str,
+    us: float,
+    late: float = 0.4,
+    ttft: float = 0.3,
+    itl: float = 0.2,
+    streams: int = 512,
+    behind: float = 0.0,
+):
+    return {
+        "generator": generator,
+        "streams": streams,
+        "us_per_token": us,
+        "server_late_p99_ms": late,
+        "server_late_5ms_pct": behind,
+        "ttft_p99_vs_sent_ms": ttft,
+        "itl_p99_vs_sent_ms": itl,
+    }
 
 
 def lines_about(lines: list[str], *words: str) -> list[str]:
@@ -223,16 +237,28 @@ def test_the_gap_to_the_floor_is_split_and_each_length_is_judged_alone():
 
 def together(ratio: float, streams: int = 512, behind: float = 0.0, floor: str = "raw", tokens: int | None = None):
     """One at-once pair's row (bench/generator.py ``at_once``)."""
-    row = {"streams": streams, "floor": floor, "ratio": ratio, "server_late_5ms_pct": behind,
-           "us_per_token": 20.0 * ratio, "floor_us_per_token": 20.0}  # fmt: skip
+    row = {
+        "streams": streams,
+        "floor": floor,
+        "ratio": ratio,
+        "server_late_5ms_pct": behind,
+        "us_per_token": 20.0 * ratio,
+        "floor_us_per_token": 20.0,
+    }
     return row if tokens is None else {**row, "tokens": tokens}
 
 
 @pytest.mark.parametrize(
     ("ratios", "word"),
-    [((1.47, 1.46, 1.48), "met"), ((1.51, 1.52), "NOT met"), ((1.49, 1.51), "UNSURE"), ((1.44,), "one pair; met"),
-     ((1.48,), "one pair; UNSURE"), ((1.56,), "one pair; NOT met")],
-)  # fmt: skip
+    [
+        ((1.47, 1.46, 1.48), "met"),
+        ((1.51, 1.52), "NOT met"),
+        ((1.49, 1.51), "UNSURE"),
+        ((1.44,), "one pair; met"),
+        ((1.48,), "one pair; UNSURE"),
+        ((1.56,), "one pair; NOT met"),
+    ],
+)
 def test_the_cpu_goal_is_judged_from_the_pairs_run_at_once_and_the_runs_alone_only_inform(ratios, word):
     """Runs alone that say otherwise (2.0, far over the goal) decide nothing once pairs at once exist; one pair at
     once decides outside its own noise (3 % of the goal), not a single run's 20 %."""
@@ -249,8 +275,12 @@ def test_the_cpu_goal_is_judged_from_the_pairs_run_at_once_and_the_runs_alone_on
 def test_an_at_once_pair_whose_server_fell_behind_is_left_out_and_each_floor_and_count_has_its_own():
     alone = [run("locust-llm", 30.0, streams=n) for n in (256, 512)]
     alone += [run(floor, 20.0, streams=n) for floor in ("raw", "raw-gevent") for n in (256, 512)]
-    pairs_at_once = [together(1.45, 512), together(1.9, 512, behind=SERVER_BEHIND_PCT + 0.5), together(1.6, 256),
-                     together(1.40, 512, floor="raw-gevent")]  # fmt: skip
+    pairs_at_once = [
+        together(1.45, 512),
+        together(1.9, 512, behind=SERVER_BEHIND_PCT + 0.5),
+        together(1.6, 256),
+        together(1.40, 512, floor="raw-gevent"),
+    ]
     lines = verdicts(alone, pairs_at_once)
     (raw_512,) = lines_about(lines, " 512 streams: CPU per token locust-llm / raw, at once")
     assert "1.45 [1.45]" in raw_512 and "1 pair(s) left out" in raw_512 and raw_512.endswith("met)")
@@ -288,8 +318,10 @@ def test_a_pair_at_once_in_which_a_generator_read_unlike_alone_is_left_out_and_n
 
     ours = [{**run("locust-llm", 30.0), "wakeups_per_100_tokens": w} for w in (10.1, 10.4, 10.0)]
     floor = [{**run("raw-asyncio", 50.0), "wakeups_per_100_tokens": w} for w in (9.3, 9.3, 9.4)]
-    crowded = [{**together(0.55, floor="raw-asyncio"), "wakeups_per_100_tokens": 9.5,
-                "floor_wakeups_per_100_tokens": w} for w in (4.4, 5.7)]  # fmt: skip
+    crowded = [
+        {**together(0.55, floor="raw-asyncio"), "wakeups_per_100_tokens": 9.5, "floor_wakeups_per_100_tokens": w}
+        for w in (4.4, 5.7)
+    ]
     assert WAKEUPS_ALIKE == 0.25 and not any(reads_alike(pair, ours, floor) for pair in crowded)
     alike = {**together(0.57, floor="raw-asyncio"), "wakeups_per_100_tokens": 9.0, "floor_wakeups_per_100_tokens": 8.0}
     assert reads_alike(alike, ours, floor)  # 11 % and 14 % off: alike

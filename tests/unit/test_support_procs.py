@@ -16,10 +16,12 @@ def printed(*reasons: str) -> str:
     "reasons",
     [
         ["step 1: scheduling lag p99 10.4 ms > 10 ms (sim-llm)"],
-        ["step 2: generator saturated: local CPU 93% > 80%; scheduling lag p99 12.6 ms > 10 ms (m)",
-         "step 3: scheduling lag p99 11.0 ms > 10 ms (m)"],
+        [
+            "step 2: generator saturated: local CPU 93% > 80%; scheduling lag p99 12.6 ms > 10 ms (m)",
+            "step 3: scheduling lag p99 11.0 ms > 10 ms (m)",
+        ],
     ],
-)  # fmt: skip
+)
 def test_a_run_invalid_only_because_the_machine_stalled_is_disturbed(reasons):
     assert disturbed(3, printed(*reasons))
 

@@ -2,8 +2,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from locust_llm.measure.sla import Prices, Sla
 from locust_llm.reports.analysis import analyze, provider_cap, rate_saturation, sla_capacity, throughput_saturation
-from locust_llm.sla import Prices, Sla
 
 USERS = [8, 16, 32, 64, 128]
 
@@ -12,13 +12,27 @@ def steps(ttft_p99, tok_s, errors=None, n429=None, requests=100, **extra):
     out = []
     for i, users in enumerate(USERS):
         row = {
-            "step": i + 1, "users": users, "model": "m", "requests": requests,
-            "errors": (errors or [0] * 5)[i], "status_429": (n429 or [0] * 5)[i],
-            "ok": requests - (errors or [0] * 5)[i], "ttft_p50_ms": ttft_p99[i] / 2, "ttft_p90_ms": ttft_p99[i] * 0.8,
-            "ttft_p99_ms": ttft_p99[i], "itl_p99_ms": 20.0, "itl_p50_ms": 15.0, "itl_p90_ms": 18.0,
-            "e2e_p99_ms": 2000.0, "output_tok_s": tok_s[i], "req_s": tok_s[i] / 100, "duration_s": 10.0,
-            "prompt_tokens": 1000 * (i + 1), "completion_tokens": 5000 * (i + 1), "goodput_req_s": 9.0,
-        }  # fmt: skip
+            "step": i + 1,
+            "users": users,
+            "model": "m",
+            "requests": requests,
+            "errors": (errors or [0] * 5)[i],
+            "status_429": (n429 or [0] * 5)[i],
+            "ok": requests - (errors or [0] * 5)[i],
+            "ttft_p50_ms": ttft_p99[i] / 2,
+            "ttft_p90_ms": ttft_p99[i] * 0.8,
+            "ttft_p99_ms": ttft_p99[i],
+            "itl_p99_ms": 20.0,
+            "itl_p50_ms": 15.0,
+            "itl_p90_ms": 18.0,
+            "e2e_p99_ms": 2000.0,
+            "output_tok_s": tok_s[i],
+            "req_s": tok_s[i] / 100,
+            "duration_s": 10.0,
+            "prompt_tokens": 1000 * (i + 1),
+            "completion_tokens": 5000 * (i + 1),
+            "goodput_req_s": 9.0,
+        }
         row.update({k: v[i] for k, v in extra.items()})
         out.append(row)
     return out
@@ -152,8 +166,7 @@ def test_scaling_latencies_moves_no_knee(scale):
 
 
 def test_sla_capacity_judges_the_client_perceived_p99():
-    rows = steps([24, 29, 35, 60, 90], [650, 1130, 1830, 2070, 2060],
-                 client_ttft_p99_ms=[30, 40, 50, 900, 4000])  # fmt: skip
+    rows = steps([24, 29, 35, 60, 90], [650, 1130, 1830, 2070, 2060], client_ttft_p99_ms=[30, 40, 50, 900, 4000])
     users, interp, note = sla_capacity(rows, Sla(ttft_p99_ms=500))
     assert users == 32 and note == "at 64 users TTFT p99 900 ms > 500 ms"
     assert interp == pytest.approx(32 + 32 * (500 - 50) / (900 - 50), abs=0.05)
@@ -162,11 +175,28 @@ def test_sla_capacity_judges_the_client_perceived_p99():
 def rate_steps(offered, completed, ttft_p99, dropped=None, duration=30.0):
     out = []
     for i, (rate, done, p99) in enumerate(zip(offered, completed, ttft_p99, strict=True)):
-        out.append({"step": i + 1, "users": 3 * (i + 1), "offered_req_s": rate, "model": "m", "requests": done,
-                    "ok": done, "client_ok": done, "errors": 0, "status_429": 0, "duration_s": duration,
-                    "req_s": done / duration, "output_tok_s": 64 * done / duration, "ttft_p50_ms": p99 / 2,
-                    "ttft_p90_ms": p99 * 0.8, "ttft_p99_ms": p99, "itl_p99_ms": 20.0, "e2e_p99_ms": 2000.0,
-                    "dropped": (dropped or [0] * len(offered))[i]})  # fmt: skip
+        out.append(
+            {
+                "step": i + 1,
+                "users": 3 * (i + 1),
+                "offered_req_s": rate,
+                "model": "m",
+                "requests": done,
+                "ok": done,
+                "client_ok": done,
+                "errors": 0,
+                "status_429": 0,
+                "duration_s": duration,
+                "req_s": done / duration,
+                "output_tok_s": 64 * done / duration,
+                "ttft_p50_ms": p99 / 2,
+                "ttft_p90_ms": p99 * 0.8,
+                "ttft_p99_ms": p99,
+                "itl_p99_ms": 20.0,
+                "e2e_p99_ms": 2000.0,
+                "dropped": (dropped or [0] * len(offered))[i],
+            }
+        )
     return out
 
 

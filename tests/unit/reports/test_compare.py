@@ -9,11 +9,24 @@ USERS = [8, 16, 32, 64, 128]
 
 def summary(recommended=32, knee=32, ttft=(24, 29, 35, 1646, 3064), itl=(12, 14, 17, 20, 21), errors=(0,) * 5):
     return {
-        "schema": "locust-llm/summary", "version": 1, "model": "m", "valid": True, "invalid_reasons": [],
+        "schema": "locust-llm/summary",
+        "version": 1,
+        "model": "m",
+        "valid": True,
+        "invalid_reasons": [],
         "knee": {"recommended_users": recommended, "latency_knee_users": knee},
-        "steps": [{"users": u, "model": "m", "ttft_p99_ms": ttft[i], "itl_p99_ms": itl[i], "requests": 1000,
-                   "errors": errors[i]} for i, u in enumerate(USERS)],
-    }  # fmt: skip
+        "steps": [
+            {
+                "users": u,
+                "model": "m",
+                "ttft_p99_ms": ttft[i],
+                "itl_p99_ms": itl[i],
+                "requests": 1000,
+                "errors": errors[i],
+            }
+            for i, u in enumerate(USERS)
+        ],
+    }
 
 
 def verdicts(result):
@@ -121,12 +134,27 @@ def test_bad_input(mutate, message):
 def rate_summary(recommended=8.0, tok=(600, 1100, 1800, 1850)):
     rates = [2.0, 4.0, 8.0, 16.0]
     return {
-        "schema": "locust-llm/summary", "version": 1, "model": "m", "valid": True, "invalid_reasons": [],
+        "schema": "locust-llm/summary",
+        "version": 1,
+        "model": "m",
+        "valid": True,
+        "invalid_reasons": [],
         "mode": "rate",
         "knee": {"recommended_rate_req_s": recommended, "latency_knee_rate_req_s": 8.0},
-        "steps": [{"users": 3 * (i + 1), "offered_req_s": r, "model": "m", "ttft_p99_ms": 30.0, "itl_p99_ms": 12.0,
-                   "requests": 500, "errors": 0, "output_tok_s": tok[i]} for i, r in enumerate(rates)],
-    }  # fmt: skip
+        "steps": [
+            {
+                "users": 3 * (i + 1),
+                "offered_req_s": r,
+                "model": "m",
+                "ttft_p99_ms": 30.0,
+                "itl_p99_ms": 12.0,
+                "requests": 500,
+                "errors": 0,
+                "output_tok_s": tok[i],
+            }
+            for i, r in enumerate(rates)
+        ],
+    }
 
 
 def test_open_loop_runs_are_compared_by_offered_rate():

@@ -3,7 +3,7 @@ import re
 
 import pytest
 
-from locust_llm.collect.rows import COLUMNS
+from locust_llm.measure.rows import COLUMNS
 from locust_llm.reports.load import ReportInputError, load_run
 
 
@@ -17,8 +17,18 @@ def write_steps(path, rows, columns=COLUMNS):
 
 def row(step, users, **kw):
     base = dict.fromkeys(COLUMNS, "")
-    base.update(step=step, users=users, model="m", requests=10, ok=10, errors=0, ttft_p50_ms=20.5, ttft_p99_ms=30,
-                itl_p99_ms=12, valid="True")  # fmt: skip
+    base.update(
+        step=step,
+        users=users,
+        model="m",
+        requests=10,
+        ok=10,
+        errors=0,
+        ttft_p50_ms=20.5,
+        ttft_p99_ms=30,
+        itl_p99_ms=12,
+        valid="True",
+    )
     base.update(kw)
     return base
 
@@ -59,10 +69,12 @@ def test_no_run_at_all(tmp_path):
         load_run(tmp_path / "nothing")
 
 
-HISTORY_HEADER = ("Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,"
-                  "99.99%,100%,Total Request Count,Total Failure Count,Total Median Response Time,"
-                  "Total Average Response Time,Total Min Response Time,Total Max Response Time,"
-                  "Total Average Content Size")  # fmt: skip
+HISTORY_HEADER = (
+    "Timestamp,User Count,Type,Name,Requests/s,Failures/s,50%,66%,75%,80%,90%,95%,98%,99%,99.9%,"
+    "99.99%,100%,Total Request Count,Total Failure Count,Total Median Response Time,"
+    "Total Average Response Time,Total Min Response Time,Total Max Response Time,"
+    "Total Average Content Size"
+)
 
 
 def history_line(t, users, kind, name, p50, p99, total, failures=0):

@@ -6,10 +6,10 @@ import sys
 
 import pytest
 
+from locust_llm.measure.sla import Prices, Sla
 from locust_llm.reports.html import render_html
 from locust_llm.reports.load import load_run
 from locust_llm.reports.summary import build_summary, console_summary
-from locust_llm.sla import Prices, Sla
 from tests.unit.reports.test_load import row, write_steps
 
 TTFT = (24, 29, 35, 1646, 3064)
@@ -18,13 +18,26 @@ TTFT = (24, 29, 35, 1646, 3064)
 @pytest.fixture
 def prefix(tmp_path):
     rows = [
-        row(i + 1, u, ttft_p99_ms=TTFT[i], ttft_p50_ms=TTFT[i] / 2, output_tok_s=[650, 1130, 1830, 2070, 2060][i],
-            req_s=1.0, requests=100, ok=100, status_429=0, prompt_tokens=1000, completion_tokens=9000, duration_s=10)
+        row(
+            i + 1,
+            u,
+            ttft_p99_ms=TTFT[i],
+            ttft_p50_ms=TTFT[i] / 2,
+            output_tok_s=[650, 1130, 1830, 2070, 2060][i],
+            req_s=1.0,
+            requests=100,
+            ok=100,
+            status_429=0,
+            prompt_tokens=1000,
+            completion_tokens=9000,
+            duration_s=10,
+        )
         for i, u in enumerate([8, 16, 32, 64, 128])
-    ]  # fmt: skip
+    ]
     write_steps(tmp_path / "run_llm_steps.csv", rows)
-    (tmp_path / "run_llm_run.json").write_text(json.dumps({"settings": {"model": "m", "api_key_set": True},
-                                                           "simulator": {"saturation_users": 34}}))  # fmt: skip
+    (tmp_path / "run_llm_run.json").write_text(
+        json.dumps({"settings": {"model": "m", "api_key_set": True}, "simulator": {"saturation_users": 34}})
+    )
     return tmp_path / "run"
 
 
@@ -56,13 +69,22 @@ def test_invalid_steps_make_an_invalid_run_that_says_so(prefix, tmp_path):
 @pytest.mark.parametrize("unended", [0, 3])
 def test_requests_cancelled_at_the_stop_are_said(prefix, unended):
     meta = json.loads(prefix.with_name("run_llm_run.json").read_text())
-    meta["totals"] = {"requests": 40, "ok": 40, "open_loop": {"arrivals": 50, "dropped": 7, "sent": 43,
-                                                              "ended": 43 - unended, "unended": unended}}  # fmt: skip
+    meta["totals"] = {
+        "requests": 40,
+        "ok": 40,
+        "open_loop": {"arrivals": 50, "dropped": 7, "sent": 43, "ended": 43 - unended, "unended": unended},
+    }
     prefix.with_name("run_llm_run.json").write_text(json.dumps(meta))
     text = console_summary(build_summary(load_run(prefix), Sla(), Prices()))
     said = [line for line in text.splitlines() if "were cancelled" in line]
-    assert said == ([f"  {unended} request(s) sent were still in flight when the run stopped and were cancelled, in no"
-                     " figure: --stop-timeout 60s lets them finish"] if unended else [])  # fmt: skip
+    assert said == (
+        [
+            f"  {unended} request(s) sent were still in flight when the run stopped and were cancelled, in no"
+            " figure: --stop-timeout 60s lets them finish"
+        ]
+        if unended
+        else []
+    )
 
 
 def test_html_is_self_contained_and_never_holds_the_key(prefix):

@@ -15,11 +15,27 @@ START = datetime(2026, 11, 1, 3, 17, tzinfo=UTC)
 
 
 def night(i, ttft=400.0, knee=64, valid=True, version="0.1.0"):
-    steps = [{"users": u, "ttft_p99_ms": ttft * u / 32, "itl_p99_ms": 20.0, "output_tok_s": 100.0 * min(u, knee),
-              "valid": True} for u in (8, 16, 32, 64)]  # fmt: skip
-    return {"schema": SCHEMA, "date": (START + timedelta(days=i)).isoformat(), "endpoint": "https://api.x.ai/v1",
-            "model": "grok-4", "tool_version": version, "mode": "users", "valid": valid,
-            "knee": {"recommended_users": knee, "latency_knee_users": knee}, "steps": steps}  # fmt: skip
+    steps = [
+        {
+            "users": u,
+            "ttft_p99_ms": ttft * u / 32,
+            "itl_p99_ms": 20.0,
+            "output_tok_s": 100.0 * min(u, knee),
+            "valid": True,
+        }
+        for u in (8, 16, 32, 64)
+    ]
+    return {
+        "schema": SCHEMA,
+        "date": (START + timedelta(days=i)).isoformat(),
+        "endpoint": "https://api.x.ai/v1",
+        "model": "grok-4",
+        "tool_version": version,
+        "mode": "users",
+        "valid": valid,
+        "knee": {"recommended_users": knee, "latency_knee_users": knee},
+        "steps": steps,
+    }
 
 
 def noisy(base, share, rng):

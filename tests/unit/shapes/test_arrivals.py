@@ -4,8 +4,8 @@ import statistics
 
 import pytest
 
-from locust_llm.parsers import ConfigError
-from locust_llm.shapes.arrivals import Arrivals, parse_arrivals, parse_rates, share
+from locust_llm.config.parsers import ConfigError, parse_arrivals, parse_rates
+from locust_llm.shapes.arrivals import Arrivals, share
 
 N = 20_000
 
@@ -58,8 +58,10 @@ def test_split_poisson_processes_merge_into_the_requested_rate():
     assert abs(len(arrivals) - rate * horizon) < 5 * (rate * horizon) ** 0.5
 
 
-@pytest.mark.parametrize(("text", "expected"), [("poisson", Arrivals()), ("Constant", Arrivals("constant")),
-                                                ("gamma:0.5", Arrivals("gamma", 0.5))])  # fmt: skip
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("poisson", Arrivals()), ("Constant", Arrivals("constant")), ("gamma:0.5", Arrivals("gamma", 0.5))],
+)
 def test_parse_arrivals(text, expected):
     assert parse_arrivals(text) == expected
 
@@ -72,9 +74,13 @@ def test_bad_arrivals(text):
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("2,2", "--rates must be strictly increasing, got 2,2"), ("0,1", "--rates rates must be positive"),
-     ("a", "--rates must be comma-separated request rates per second like 2,4,8, got 'a'"), ("1,inf", "positive")],
-)  # fmt: skip
+    [
+        ("2,2", "--rates must be strictly increasing, got 2,2"),
+        ("0,1", "--rates rates must be positive"),
+        ("a", "--rates must be comma-separated request rates per second like 2,4,8, got 'a'"),
+        ("1,inf", "positive"),
+    ],
+)
 def test_bad_rates(text, message):
     with pytest.raises(ConfigError, match=message):
         parse_rates(text)

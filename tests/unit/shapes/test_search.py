@@ -5,9 +5,9 @@ import random
 
 import pytest
 
+from locust_llm.measure.sla import Sla
 from locust_llm.shapes.criteria import Criterion
 from locust_llm.shapes.search import Search
-from locust_llm.sla import Sla
 
 LIMIT_MS = 1000.0
 
@@ -18,9 +18,17 @@ def knee_curve(knee: float, flat_ms: float = 100.0, slope_ms: float = 40.0):
 
 
 def row(p99: float, valid: bool = True, requests: int = 300) -> dict:
-    return {"requests": requests, "ok": requests, "client_requests": requests, "client_ok": requests,
-            "errors": 0, "ttft_p99_ms": p99, "client_ttft_p99_ms": p99, "valid": valid,
-            "invalid_reasons": "" if valid else "generator CPU 95% > 80%"}  # fmt: skip
+    return {
+        "requests": requests,
+        "ok": requests,
+        "client_requests": requests,
+        "client_ok": requests,
+        "errors": 0,
+        "ttft_p99_ms": p99,
+        "client_ttft_p99_ms": p99,
+        "valid": valid,
+        "invalid_reasons": "" if valid else "generator CPU 95% > 80%",
+    }
 
 
 def drive(search: Search, p99_at, criterion: Criterion, invalid_at=(), budget_probes=None):

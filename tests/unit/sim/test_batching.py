@@ -240,8 +240,13 @@ def test_the_partial_last_block_of_a_prefix_is_not_shared():
     assert seq.shared_blocks == 2 and seq.blocks == engine.params.blocks_for(100 + 1 - 32)
 
 
-@given(st.lists(st.tuples(st.integers(1, 300), st.integers(1, 40), st.sampled_from([None, "a", "b"])),
-                min_size=1, max_size=30), st.integers(0, 100), st.integers(0, 100))  # fmt: skip
+@given(
+    st.lists(
+        st.tuples(st.integers(1, 300), st.integers(1, 40), st.sampled_from([None, "a", "b"])), min_size=1, max_size=30
+    ),
+    st.integers(0, 100),
+    st.integers(0, 100),
+)
 @settings(max_examples=60, deadline=None)
 def test_sharing_accounting_holds_through_preemption_and_cancellation(seqs, prefix_a, prefix_b):
     engine = BatchingEngine(params(kv_blocks=48, max_batch=8, prefill_ms_per_1k=1.0))

@@ -4,11 +4,11 @@ rings after it finds nothing to do and leaves the write lead's estimate alone (i
 import asyncio
 import time
 
-from locust_llm.sim.config import ModelSpec, SimConfig
 from locust_llm.sim.engine import PacingParams, SeqRequest
+from locust_llm.sim.presets import ModelSpec, SimConfig
+from locust_llm.sim.response import Stream
 from locust_llm.sim.server import SimServer
-from locust_llm.sim.stream import Stream
-from locust_llm.sim.tokens import token_text
+from locust_llm.sim.words import token_text
 
 TTFT_MS = 20.0
 
@@ -58,7 +58,7 @@ def test_a_reply_sliced_from_the_period_is_the_tokens_joined():
     sequences, spans and seeds, periods crossed and empty spans included."""
     import random
 
-    from locust_llm.sim.tokens import token_texts
+    from locust_llm.sim.words import token_texts
 
     rng = random.Random(7)
     for _ in range(2000):

@@ -7,10 +7,10 @@ import asyncio
 import time
 
 from locust_llm.sim.batching import BatchParams
-from locust_llm.sim.config import ModelSpec, SimConfig
 from locust_llm.sim.engine import SeqRequest
+from locust_llm.sim.presets import ModelSpec, SimConfig
+from locust_llm.sim.response import Stream
 from locust_llm.sim.server import SimServer
-from locust_llm.sim.stream import Stream
 from locust_llm.sim.timing import SPIN_SPAN_NS, WINDOW
 
 STEP_MS, STREAMS, TOKENS = 20.0, 8, 4

@@ -1,9 +1,9 @@
 import orjson
 import pytest
 
+from locust_llm.protocol.tokens import estimate_prompt_tokens
 from locust_llm.sim.prefix import chain_keys, next_key, prefix_key
 from locust_llm.sim.request import BadRequest, parse_chat_request
-from locust_llm.tokens import estimate_prompt_tokens
 
 CONTEXTS = {"m": 100}
 USER = {"role": "user", "content": "x" * 40}  # 10 tokens + 4 + 3 = 17 prompt tokens
@@ -14,8 +14,9 @@ def parse(body, mode="auto"):
 
 
 def test_a_streaming_request_with_usage():
-    chat = parse({"model": "m", "messages": [USER], "max_tokens": 8, "stream": True,
-                  "stream_options": {"include_usage": True}})  # fmt: skip
+    chat = parse(
+        {"model": "m", "messages": [USER], "max_tokens": 8, "stream": True, "stream_options": {"include_usage": True}}
+    )
     assert (chat.model, chat.max_tokens, chat.stream, chat.include_usage) == ("m", 8, True, True)
     assert chat.prompt_tokens == estimate_prompt_tokens([USER]) == 17
     assert chat.prefix_key is None and chat.prefix_tokens == 0
@@ -82,6 +83,7 @@ def test_the_next_turn_finds_the_history_the_reply_completed():
     chat = parse({"model": "m", "messages": first})
     reply = " the of and"
     cached = next_key(chat.history[0], {"role": "assistant", "content": reply})
-    second = parse({"model": "m", "messages": [*first, {"role": "assistant", "content": reply},
-                                               {"role": "user", "content": "q2"}]})  # fmt: skip
+    second = parse(
+        {"model": "m", "messages": [*first, {"role": "assistant", "content": reply}, {"role": "user", "content": "q2"}]}
+    )
     assert second.lookups[0] == (cached, chat.history[1] + 4 + 3)

@@ -6,8 +6,8 @@ import json
 
 from aiohttp import web
 
-from locust_llm.sim.config import ModelSpec, SimConfig
 from locust_llm.sim.engine import PacingParams
+from locust_llm.sim.presets import ModelSpec, SimConfig
 from locust_llm.sim.server import SimServer
 
 TOKENS = 4
@@ -27,8 +27,9 @@ def test_the_head_leaves_with_the_role_chunk_and_each_token_alone(monkeypatch):
 
     monkeypatch.setattr(transport_class, "write", counted)
     monkeypatch.setattr(transport_class, "writelines", counted_lines)
-    body = json.dumps({"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": TOKENS,
-                       "stream": True}).encode()  # fmt: skip
+    body = json.dumps(
+        {"model": "m", "messages": [{"role": "user", "content": "hi"}], "max_tokens": TOKENS, "stream": True}
+    ).encode()
 
     async def exchange() -> bytes:
         spec = ModelSpec("m", engine="pacing", pacing=PacingParams(ttft_ms=5, itl_ms=1, capacity=4))
@@ -40,8 +41,10 @@ def test_the_head_leaves_with_the_role_chunk_and_each_token_alone(monkeypatch):
         try:
             port = runner.addresses[0][1]
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
-            writer.write(b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-                         b"Content-Length: %d\r\n\r\n%b" % (len(body), body))  # fmt: skip
+            writer.write(
+                b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\n\r\n%b" % (len(body), body)
+            )
             received = b""
             while not received.endswith(b"\r\n0\r\n\r\n"):
                 received += await asyncio.wait_for(reader.read(65536), 10)
@@ -62,8 +65,8 @@ def test_the_head_leaves_with_the_role_chunk_and_each_token_alone(monkeypatch):
 def test_a_step_makes_every_chunk_before_its_first_write_and_stamps_each_write(monkeypatch):
     """The writes of a step span as little time as they can (``Replica._write``): no token is formatted between two
     writes, and each stream's delivered time is its own write's stamp, within the writes' span."""
-    import locust_llm.sim.runtime as runtime_module
-    from locust_llm.sim.stream import Stream
+    import locust_llm.sim.replicas as runtime_module
+    from locust_llm.sim.response import Stream
 
     order: list[tuple[str, int]] = []
 
@@ -91,8 +94,10 @@ def test_a_step_makes_every_chunk_before_its_first_write_and_stamps_each_write(m
     loop = asyncio.new_event_loop()
     try:
         transports = {seq_id: Transport(seq_id) for seq_id in (1, 2, 3)}
-        streams = {seq_id: Stream(seq_id, "m", 10, 8, t, True, loop.create_future(), taken_ns=0)
-                   for seq_id, t in transports.items()}  # fmt: skip
+        streams = {
+            seq_id: Stream(seq_id, "m", 10, 8, t, True, loop.create_future(), taken_ns=0)
+            for seq_id, t in transports.items()
+        }
         replica.streams.update(streams)
         due = 1_000
         made = replica._make([(seq_id, 1, due, False) for seq_id in (1, 2, 3)], due)

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from locust_llm.histogram import Histogram
+from locust_llm.measure.histogram import Histogram
 from locust_llm.sim.timing import (
     ALARM_GUARD_NS,
     EARLY_NS,

@@ -68,7 +68,7 @@ class ReplyingFlow:
         self.sent, self.fail = [], set(fail)
 
     def request(self, model, messages, max_tokens, intended_ns):
-        from locust_llm.metrics import Outcome, RequestResult
+        from locust_llm.protocol.metrics import Outcome, RequestResult
 
         self.sent.append([dict(m) for m in messages])
         result = RequestResult(model, intended_ns, intended_ns, reply=f"reply {len(self.sent)}")

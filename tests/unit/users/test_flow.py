@@ -4,8 +4,8 @@ from collections import Counter
 
 import gevent
 
-from locust_llm.metrics import Outcome, RequestResult
-from locust_llm.users.discipline import RetryPolicy
+from locust_llm.protocol.metrics import Outcome, RequestResult
+from locust_llm.protocol.retry import RetryPolicy
 from locust_llm.users.flow import Flow, FlowConfig
 
 
@@ -32,9 +32,16 @@ def recorder():
 def answer(model, status=200, retry_after=None, intended_ns=None):
     now = time.perf_counter_ns()
     ok = status == 200
-    return RequestResult(model, now if intended_ns is None else intended_ns, now, now + 1000,
-                         outcome=Outcome.OK if ok else Outcome.for_http_status(status), http_status=status,
-                         token_ns=[now + 500] if ok else [], retry_after_s=retry_after)  # fmt: skip
+    return RequestResult(
+        model,
+        now if intended_ns is None else intended_ns,
+        now,
+        now + 1000,
+        outcome=Outcome.OK if ok else Outcome.for_http_status(status),
+        http_status=status,
+        token_ns=[now + 500] if ok else [],
+        retry_after_s=retry_after,
+    )
 
 
 def scripted(script):
@@ -116,8 +123,15 @@ def slow_then_fast(delays, fail=None):
             finished.append(model)
             status, retry_after = fail[model]
             end = time.perf_counter_ns()
-            return RequestResult(model, intended_ns, sent, end, outcome=Outcome.for_http_status(status),
-                                 http_status=status, retry_after_s=retry_after)  # fmt: skip
+            return RequestResult(
+                model,
+                intended_ns,
+                sent,
+                end,
+                outcome=Outcome.for_http_status(status),
+                http_status=status,
+                retry_after_s=retry_after,
+            )
         first = time.perf_counter_ns()
         if on_first_token:
             on_first_token()

@@ -1,10 +1,11 @@
-"""The two user classes share their attempt logic (users/attempt.py) instead of each carrying a copy."""
+"""The two user classes share their attempt logic (http/attempt.py) instead of each carrying a copy."""
 
 import keyword
 import re
 from pathlib import Path
 
-USERS = Path(__file__).resolve().parents[3] / "locust_llm" / "users"
+PACKAGE = Path(__file__).resolve().parents[3] / "locust_llm"
+STREAM, SDK = PACKAGE / "http" / "stream.py", PACKAGE / "users" / "sdk.py"
 WINDOW = 6
 
 
@@ -34,11 +35,11 @@ def shared_runs(a, b):
 
 
 def test_no_run_of_six_alike_lines_is_in_both_users():
-    assert not shared_runs(USERS / "stream.py", USERS / "sdk.py")
+    assert not shared_runs(STREAM, SDK)
 
 
 def test_the_check_finds_a_block_copied_with_other_names(tmp_path):
-    block = (USERS / "stream.py").read_text().split("def _read_events", 1)[1].split("def _on_event", 1)[0]
+    block = STREAM.read_text().split("def _read_events", 1)[1].split("def _on_event", 1)[0]
     renamed = block.replace("result", "outcome").replace("decoder", "parser")
     (tmp_path / "a.py").write_text("def _read_events" + block)
     (tmp_path / "b.py").write_text("x = 1\ndef read" + renamed)

@@ -2,10 +2,10 @@ import random
 
 import pytest
 
-from locust_llm.tokens import estimate_prompt_tokens
+from locust_llm.protocol.tokens import estimate_prompt_tokens
 from locust_llm.workload.conversation import Conversation
 from locust_llm.workload.draws import PromptError, ThinkTime, Turns, parse_think_time, parse_turns
-from locust_llm.workload.files import Prompt
+from locust_llm.workload.prompt_files import Prompt
 from locust_llm.workload.prompts import Length, Workload
 
 
@@ -29,8 +29,11 @@ def test_each_turn_resends_the_history_in_order_with_the_system_prompt_once():
     conversation, sent = play(workload, replies)
     assert len(sent) == 3 and conversation.finished
     roles = [[m["role"] for m in messages] for messages in sent]
-    assert roles == [["system", "user"], ["system", "user", "assistant", "user"],
-                     ["system", "user", "assistant", "user", "assistant", "user"]]  # fmt: skip
+    assert roles == [
+        ["system", "user"],
+        ["system", "user", "assistant", "user"],
+        ["system", "user", "assistant", "user", "assistant", "user"],
+    ]
     assert sent[0][0] == {"role": "system", "content": "You are terse.", "cache_control": {"type": "ephemeral"}}
     assert [m["content"] for m in sent[2] if m["role"] == "assistant"] == replies[:2]  # exactly as streamed
     assert sent[2][:4] == sent[1]  # the earlier turn is the prefix of the next: a prefix cache can serve it

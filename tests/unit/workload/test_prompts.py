@@ -38,10 +38,18 @@ def test_jsonl_messages_prompt_and_max_tokens(tmp_path):
 
 
 def test_sharegpt_keeps_the_turns_up_to_the_last_human_one(tmp_path):
-    data = [{"conversations": [{"from": "system", "value": "s"}, {"from": "human", "value": "q1"},
-                               {"from": "gpt", "value": "a1"}, {"from": "human", "value": "q2"},
-                               {"from": "gpt", "value": "a2"}]},
-            {"conversations": [{"from": "human", "value": "only"}]}]  # fmt: skip
+    data = [
+        {
+            "conversations": [
+                {"from": "system", "value": "s"},
+                {"from": "human", "value": "q1"},
+                {"from": "gpt", "value": "a1"},
+                {"from": "human", "value": "q2"},
+                {"from": "gpt", "value": "a2"},
+            ]
+        },
+        {"conversations": [{"from": "human", "value": "only"}]},
+    ]
     multi, single = load_prompts(write(tmp_path, "p.json", json.dumps(data)))
     assert [m["role"] for m in multi.messages] == ["system", "user", "assistant", "user"]
     assert multi.messages[-1]["content"] == "q2"

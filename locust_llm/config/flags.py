@@ -1,0 +1,667 @@
+"""The flag table: one declaration per flag (name, default, parser, help, env var, group). Pure.
+
+``RunConfig``, Locust's parser, ``locust-llm report/compare/sim`` and ``locust-llm flags`` are all built from such
+tables, so a default is written once. Values stay strings in Locust's options (the web UI and the spawn message carry
+strings); :func:`parse_flags` types them, an empty value meaning the default. The module is over 500 lines because it
+is that table, as the formatter lays it out.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from locust_llm.config.parsers import (
+    ConfigError,
+    parse_arrivals,
+    parse_choice,
+    parse_duration_s,
+    parse_headers,
+    parse_int,
+    parse_json_object,
+    parse_nonnegative_int,
+    parse_number,
+    parse_on_off,
+    parse_optional_number,
+    parse_percent,
+    parse_positive_int,
+    parse_positive_number,
+    parse_rates,
+    parse_share,
+    parse_shell_args,
+    parse_statuses,
+    parse_steps,
+    parse_text,
+    parse_warmup,
+)
+from locust_llm.protocol.retry import POLICIES
+from locust_llm.workload.prompts import (
+    PromptError,
+    load_prompt_file,
+    parse_length,
+    parse_think_time,
+    parse_turns,
+    read_system_prompt,
+)
+
+__all__ = [
+    "FLAGS",
+    "GATE_FLAGS",
+    "GROUPS",
+    "REPORT_FLAGS",
+    "Flag",
+    "add_arguments",
+    "parse_flags",
+]
+
+Parser = Callable[[Any, str], Any]
+
+
+@dataclass(frozen=True)
+class Flag:
+    """One command-line flag. ``default`` is a string, as the web UI and the spawn message carry strings."""
+
+    name: str
+    default: str | None
+    help: str
+    env_var: str | None = None
+    parse: Parser = parse_text
+    group: str = "run"
+    web_ui: bool = True
+    secret: bool = False
+    multiple: bool = False
+    switch: bool = False
+
+    @property
+    def dest(self) -> str:
+        return self.name.lstrip("-").replace("-", "_")
+
+    def value(self, raw: Any) -> Any:
+        """The typed value of ``raw`` (a string, a list for a repeatable flag, or None); empty means the default."""
+        if self.switch:
+            return bool(raw)
+        if raw is None or (isinstance(raw, str) and raw.strip() == ""):
+            raw = self.default
+        if (raw is None or raw == []) and not self.multiple:
+            return None
+        try:
+            return self.parse(raw, self.name)
+        except PromptError as exc:  # the workload's own error for a bad prompt file, length, turns or think time
+            raise ConfigError(str(exc)) from None
+
+
+def _choice(*allowed: str) -> Parser:
+    return partial(parse_choice, allowed=allowed)
+
+
+def _optional_number(upper: float | None = None) -> Parser:
+    return partial(parse_optional_number, upper=upper)
+
+
+def _env(name: str) -> str:
+    return "LOCUST_LLM_" + name.lstrip("-").replace("-", "_").upper()
+
+
+GROUPS = {
+    "endpoint": "Endpoint and model",
+    "workload": "Workload",
+    "client": "Client behaviour",
+    "steps": "Steps and validity",
+    "search": "Capacity search",
+    "report": "Reports, SLA and prices",
+    "gate": "Regression gate",
+    "sim": "Embedded simulator",
+}
+"""Flag groups, in the order ``locust-llm flags`` and README show them."""
+
+_SLA = "report"
+REPORT_FLAGS: tuple[Flag, ...] = (
+    Flag(
+        "--sla-ttft-p99-ms",
+        None,
+        "SLA: TTFT p99 at most this many ms.",
+        "LOCUST_LLM_SLA_TTFT_P99_MS",
+        _optional_number(),
+        _SLA,
+    ),
+    Flag(
+        "--sla-itl-p99-ms",
+        None,
+        "SLA: ITL p99 at most this many ms.",
+        "LOCUST_LLM_SLA_ITL_P99_MS",
+        _optional_number(),
+        _SLA,
+    ),
+    Flag(
+        "--sla-e2e-p99-ms",
+        None,
+        "SLA: end-to-end p99 at most this many ms.",
+        "LOCUST_LLM_SLA_E2E_P99_MS",
+        _optional_number(),
+        _SLA,
+    ),
+    Flag(
+        "--sla-max-error-rate",
+        None,
+        "SLA: at most this share of requests failing (0.01 = 1%).",
+        "LOCUST_LLM_SLA_MAX_ERROR_RATE",
+        _optional_number(1.0),
+        _SLA,
+    ),
+    Flag(
+        "--price-input-usd-per-mtok",
+        None,
+        "Price of 1M prompt tokens, USD.",
+        "LOCUST_LLM_PRICE_INPUT_USD_PER_MTOK",
+        _optional_number(),
+        _SLA,
+    ),
+    Flag(
+        "--price-output-usd-per-mtok",
+        None,
+        "Price of 1M completion tokens (reasoning tokens included), USD.",
+        "LOCUST_LLM_PRICE_OUTPUT_USD_PER_MTOK",
+        _optional_number(),
+        _SLA,
+    ),
+    Flag(
+        "--price-cached-input-usd-per-mtok",
+        None,
+        "Price of 1M prompt tokens served from the provider's prompt "
+        "cache (usage cached_tokens), USD. Default: the input price.",
+        "LOCUST_LLM_PRICE_CACHED_INPUT_USD_PER_MTOK",
+        _optional_number(),
+        _SLA,
+    ),
+)
+"""Flags shared by runs and ``locust-llm report``."""
+
+GATE_FLAGS: tuple[Flag, ...] = tuple(
+    Flag(name, default, f"Regression gate: {text}", _env(name), parse_number, "gate", web_ui=False)
+    for name, default, text in (
+        ("--max-knee-drop-steps", "1", "allowed fall of the knee, in steps."),
+        ("--max-knee-drop-pct", "10", "allowed fall of the knee, in percent."),
+        ("--max-p99-rise-pct", "15", "allowed rise of p99 TTFT/ITL at a step."),
+        ("--min-ttft-rise-ms", "20", "p99 TTFT rises below this never count."),
+        ("--min-itl-rise-ms", "2", "p99 ITL rises below this never count."),
+        ("--max-error-rate-rise-pp", "0.5", "allowed rise of the error rate, percentage points."),
+        (
+            "--max-throughput-drop-pct",
+            "10",
+            "allowed fall of output tok/s (the peak, and at each shared step), percent.",
+        ),
+        ("--max-knee-p99-factor", "3", "at the baseline's knee step, p99 may grow to this many times the baseline's."),
+    )
+)
+"""Thresholds of the regression gate (``--baseline`` on a run, ``locust-llm report``, ``locust-llm compare``)."""
+
+FLAGS: tuple[Flag, ...] = (
+    # endpoint and model
+    Flag(
+        "--model",
+        None,
+        "Model name sent in each request. Default: the embedded simulator's model when no --host "
+        "is given (required with --host).",
+        "LOCUST_LLM_MODEL",
+        group="endpoint",
+    ),
+    Flag(
+        "--api-key",
+        None,
+        "API key sent as 'Authorization: Bearer ...'. Prefer the OPENAI_API_KEY environment "
+        "variable; the key never appears in logs, CSVs, reports or the web UI.",
+        "OPENAI_API_KEY",
+        group="endpoint",
+        web_ui=False,
+        secret=True,
+    ),
+    Flag(
+        "--header",
+        None,
+        "Extra request header 'Name: value' (repeatable). Values of key/token/auth headers are "
+        "kept secret. LOCUST_LLM_HEADERS adds more, one 'Name: value' per line, and keeps them off the command "
+        "line.",
+        "LOCUST_LLM_HEADERS",
+        parse_headers,
+        "endpoint",
+        web_ui=False,
+        secret=True,
+        multiple=True,
+    ),
+    Flag(
+        "--extra-body",
+        None,
+        'JSON object merged into each request body, e.g. \'{"route": {"fallback": ["m2"]}}\'.',
+        "LOCUST_LLM_EXTRA_BODY",
+        parse_json_object,
+        "endpoint",
+        web_ui=False,
+    ),
+    Flag(
+        "--allow-new-host",
+        None,
+        "With a key set, let a start from the web UI name another host than the one the "
+        "key was configured for (the key then goes there too).",
+        "LOCUST_LLM_ALLOW_NEW_HOST",
+        group="endpoint",
+        web_ui=False,
+        switch=True,
+    ),
+    Flag(
+        "--ca-bundle",
+        None,
+        "PEM file of the CA certificates to trust for an https:// host (replaces the default "
+        "trust). Unset: REQUESTS_CA_BUNDLE, then CURL_CA_BUNDLE, then SSL_CERT_FILE, as requests reads them; else "
+        "the system's trust.",
+        "LOCUST_LLM_CA_BUNDLE",
+        group="endpoint",
+        web_ui=False,
+    ),
+    Flag(
+        "--insecure",
+        None,
+        "Do not verify the endpoint's TLS certificate or host name (test servers only). Warned "
+        "at start and recorded in summary.json.",
+        "LOCUST_LLM_INSECURE",
+        group="endpoint",
+        web_ui=False,
+        switch=True,
+    ),
+    Flag(
+        "--request-timeout",
+        "120s",
+        "Give up on a request after this long (whole request, from send to the end of the stream).",
+        "LOCUST_LLM_REQUEST_TIMEOUT",
+        parse_duration_s,
+        "endpoint",
+    ),
+    # workload
+    Flag(
+        "--max-tokens",
+        "128",
+        "max_tokens of each request: MEAN or MEAN:STDDEV (drawn per request, e.g. 128:32).",
+        "LOCUST_LLM_MAX_TOKENS",
+        parse_length,
+        "workload",
+    ),
+    Flag(
+        "--prompts",
+        None,
+        'Prompt file: .txt (one prompt per line), .jsonl ({"messages": [...]} or {"prompt": ...}, '
+        "optional max_tokens) or .json (ShareGPT). Every worker needs it at the same path.",
+        "LOCUST_LLM_PROMPTS",
+        load_prompt_file,
+        "workload",
+    ),
+    Flag(
+        "--input-tokens",
+        None,
+        "Synthetic prompts of about this many tokens: MEAN or MEAN:STDDEV (e.g. 512:128).",
+        "LOCUST_LLM_INPUT_TOKENS",
+        parse_length,
+        "workload",
+    ),
+    Flag(
+        "--system-prompt",
+        None,
+        "File whose text is a system prompt shared by every request.",
+        "LOCUST_LLM_SYSTEM_PROMPT",
+        read_system_prompt,
+        "workload",
+    ),
+    Flag(
+        "--cache-control",
+        "off",
+        "on: mark the shared system prompt with cache_control: {type: ephemeral} (prefix caching).",
+        "LOCUST_LLM_CACHE_CONTROL",
+        parse_on_off,
+        "workload",
+    ),
+    Flag(
+        "--salt",
+        "auto",
+        "Prefix each user message with a random tag so that unintended cache hits do not flatter "
+        "TTFT: on, off, or auto (on for synthetic prompts).",
+        "LOCUST_LLM_SALT",
+        _choice("on", "off", "auto"),
+        "workload",
+    ),
+    Flag(
+        "--turns",
+        "auto",
+        "Conversations: each user holds one of N (or MIN:MAX, uniform) turns, each resending the "
+        "whole history, then starts another. auto: the prompt file's multi-turn conversations turn by turn, else "
+        "single requests. 1: single requests (a file conversation is sent whole).",
+        "LOCUST_LLM_TURNS",
+        parse_turns,
+        "workload",
+    ),
+    Flag(
+        "--think-time",
+        "0",
+        "Pause between the turns of a conversation: SECONDS or SECONDS:JITTER (uniform +-).",
+        "LOCUST_LLM_THINK_TIME",
+        parse_think_time,
+        "workload",
+    ),
+    Flag(
+        "--max-context-tokens",
+        None,
+        "End a conversation instead of sending a turn whose prompt plus max_tokens "
+        "would pass this many tokens (the model's context window).",
+        "LOCUST_LLM_MAX_CONTEXT_TOKENS",
+        parse_positive_int,
+        "workload",
+    ),
+    Flag(
+        "--seed",
+        None,
+        "Seed of every random choice of the users (prompts, lengths, jitter).",
+        "LOCUST_LLM_SEED",
+        parse_int,
+        "workload",
+    ),
+    # client behaviour
+    Flag(
+        "--retry-policy",
+        "honor",
+        "After HTTP 429/503: honor (wait Retry-After, else exponential backoff with full "
+        "jitter), none (record and move on), naive (retry at once).",
+        "LOCUST_LLM_RETRY_POLICY",
+        _choice(*POLICIES),
+        "client",
+    ),
+    Flag(
+        "--max-retries",
+        "3",
+        "Retries of one request under honor or naive.",
+        "LOCUST_LLM_MAX_RETRIES",
+        parse_nonnegative_int,
+        "client",
+    ),
+    Flag(
+        "--backoff-base",
+        "500ms",
+        "Backoff of the first retry without Retry-After (doubles each time).",
+        "LOCUST_LLM_BACKOFF_BASE",
+        parse_duration_s,
+        "client",
+    ),
+    Flag(
+        "--backoff-max",
+        "30s",
+        "Longest backoff without Retry-After.",
+        "LOCUST_LLM_BACKOFF_MAX",
+        parse_duration_s,
+        "client",
+    ),
+    Flag(
+        "--max-retry-wait",
+        "60s",
+        "Longest wait before trying a refusing model again, whatever its Retry-After "
+        "says; waits cut short are counted (retry_waits_capped).",
+        "LOCUST_LLM_MAX_RETRY_WAIT",
+        parse_duration_s,
+        "client",
+    ),
+    Flag(
+        "--fallback-models",
+        None,
+        "Comma-separated models to try, in order, when the model refuses a request (see --fallback-on).",
+        "LOCUST_LLM_FALLBACK_MODELS",
+        group="client",
+    ),
+    Flag(
+        "--fallback-on",
+        "429,503",
+        "HTTP statuses that send a request to the next fallback model.",
+        "LOCUST_LLM_FALLBACK_ON",
+        parse_statuses,
+        "client",
+    ),
+    Flag(
+        "--hedge-ttft-ms",
+        None,
+        "Hedge: with no first token after this many ms, send the same request to the next "
+        "model (the same model without --fallback-models) and keep whichever streams first.",
+        "LOCUST_LLM_HEDGE_TTFT_MS",
+        _optional_number(),
+        "client",
+    ),
+    # steps and validity
+    Flag(
+        "--steps",
+        "8,16,32,64,128",
+        "Concurrency steps: comma-separated, strictly increasing user counts.",
+        "LOCUST_LLM_STEPS",
+        parse_steps,
+        "steps",
+    ),
+    Flag(
+        "--rates",
+        None,
+        "Open-loop arrival rates instead of users: requests per second per step, comma-separated, "
+        "strictly increasing (e.g. 2,4,8); excludes --steps.",
+        "LOCUST_LLM_RATES",
+        parse_rates,
+        "steps",
+    ),
+    Flag(
+        "--arrivals",
+        "poisson",
+        "With --rates, how requests arrive: poisson, constant or gamma:CV (CV < 1 more regular, > 1 burstier).",
+        "LOCUST_LLM_ARRIVALS",
+        parse_arrivals,
+        "steps",
+    ),
+    Flag(
+        "--max-in-flight",
+        "1000",
+        "With --rates, the most requests in flight at once (all generators together); an "
+        "arrival beyond it is dropped and counted, never delayed.",
+        "LOCUST_LLM_MAX_IN_FLIGHT",
+        parse_positive_int,
+        "steps",
+    ),
+    Flag(
+        "--step-duration",
+        "30s",
+        "How long each step lasts, e.g. 30s, 2m, 1m30s (with --search: the longest a probe may last).",
+        "LOCUST_LLM_STEP_DURATION",
+        parse_duration_s,
+        "steps",
+    ),
+    Flag(
+        "--warmup",
+        "auto",
+        "Samples this long after each step change are kept apart from the steady state: a "
+        "duration (5s), a share of the step (10%), or auto = max(5 s, 10% of the step), at most half the step.",
+        "LOCUST_LLM_WARMUP",
+        parse_warmup,
+        "steps",
+    ),
+    Flag(
+        "--locust-itl-events",
+        "each",
+        "Log each gap between tokens in Locust's 'ITL' row (each; in one call per "
+        "request while only Locust's runner listens to request events, else one event per gap), or none (off: "
+        "per-step ITL is still recorded exactly).",
+        "LOCUST_LLM_ITL_EVENTS",
+        _choice("each", "off"),
+        "steps",
+    ),
+    Flag(
+        "--max-generator-cpu",
+        "80",
+        "A step is marked invalid when a generator process (a worker, the master or the "
+        "single process) used more CPU than this percentage of one core: an overloaded generator inflates the "
+        "latencies it reports.",
+        "LOCUST_LLM_MAX_GENERATOR_CPU",
+        parse_percent,
+        "steps",
+    ),
+    Flag(
+        "--max-sched-lag",
+        "10ms",
+        "A step is marked invalid when the scheduling lag p99 (user ready -> request sent) exceeds this.",
+        "LOCUST_LLM_MAX_SCHED_LAG",
+        parse_duration_s,
+        "steps",
+    ),
+    Flag(
+        "--min-step-requests",
+        "10",
+        "A step is marked invalid when its steady window holds fewer completed "
+        "requests (also when their E2E p50 exceeds half the window): lengthen --step-duration for long outputs.",
+        "LOCUST_LLM_MIN_STEP_REQUESTS",
+        parse_nonnegative_int,
+        "steps",
+    ),
+    # capacity search
+    Flag(
+        "--search",
+        "off",
+        "Find the capacity adaptively instead of a fixed sweep: sla (the highest load meeting "
+        "the --sla-* limits) or knee (the latency knee of TTFT p99); starts at the first --steps (or --rates) value, "
+        "doubles, then bisects.",
+        "LOCUST_LLM_SEARCH",
+        _choice("off", "sla", "knee"),
+        "search",
+    ),
+    Flag(
+        "--search-precision",
+        "10%",
+        "Stop when the bracket around the answer is this narrow (a share of the load, "
+        "at least 1 user), e.g. 10% or 0.05.",
+        "LOCUST_LLM_SEARCH_PRECISION",
+        parse_share,
+        "search",
+    ),
+    Flag(
+        "--search-max-users",
+        "512",
+        "The highest load the search tries (users; with --rates, requests/s).",
+        "LOCUST_LLM_SEARCH_MAX_USERS",
+        parse_positive_number,
+        "search",
+    ),
+    Flag(
+        "--search-max-duration",
+        "30m",
+        "Wall-time budget of the search: it then ends with the best bracket so far and says so.",
+        "LOCUST_LLM_SEARCH_MAX_DURATION",
+        parse_duration_s,
+        "search",
+    ),
+    Flag(
+        "--search-min-requests",
+        "300",
+        "Steady-state requests a probe needs before it is judged (a stable p99); it ends earlier at --step-duration.",
+        "LOCUST_LLM_SEARCH_MIN_REQUESTS",
+        parse_positive_int,
+        "search",
+    ),
+    # reports
+    Flag(
+        "--llm-report",
+        None,
+        "Write report.html and summary.json to this directory at the end of the run "
+        "(default: {prefix}_llm_report.html and {prefix}_llm_summary.json next to the --csv files; off: none). The "
+        "capacity summary is printed either way.",
+        "LOCUST_LLM_REPORT",
+        group="report",
+    ),
+    Flag(
+        "--llm-summary-log",
+        "off",
+        "on: also print summary.json as one log line ('locust-llm-summary: {...}') at "
+        "the end of the run, so that results survive pods that are gone (needs --llm-report).",
+        "LOCUST_LLM_SUMMARY_LOG",
+        parse_on_off,
+        "report",
+        web_ui=False,
+    ),
+    Flag(
+        "--baseline",
+        None,
+        "Compare the run's summary with this baseline summary.json; the exit code is 1 on regression.",
+        "LOCUST_LLM_BASELINE",
+        group="report",
+    ),
+    *REPORT_FLAGS,
+    *GATE_FLAGS,
+    # the embedded simulator
+    Flag(
+        "--sim-args",
+        "",
+        "Extra arguments for the embedded simulator started when no --host is given, e.g. "
+        "'--capacity 16'. See 'locust-llm sim --help'.",
+        "LOCUST_LLM_SIM_ARGS",
+        parse_shell_args,
+        "sim",
+        web_ui=False,
+    ),
+)
+
+
+def parse_flags(options: Any, flags: Iterable[Flag] = FLAGS) -> dict[str, Any]:
+    """``{dest: typed value}`` of ``flags`` read from ``options`` (Locust's ``parsed_options`` or any object with
+    the flags' ``dest`` attributes; missing ones take their defaults). Raises ``ConfigError``."""
+    values = {}
+    for flag in flags:
+        raw = getattr(options, flag.dest, None)
+        if flag.multiple and flag.env_var:  # the env var adds entries, one per line
+            raw = [*_as_list(raw), *os.environ.get(flag.env_var, "").splitlines()]
+        elif raw is None and flag.secret and flag.env_var:
+            raw = os.environ.get(flag.env_var)
+        values[flag.dest] = flag.value(raw)
+    return values
+
+
+def _as_list(raw: Any) -> list[Any]:
+    if raw is None:
+        return []
+    return [raw] if isinstance(raw, str) else list(raw)
+
+
+_FALSE = ("", "0", "false", "off", "no")
+
+
+def add_arguments(
+    parser: Any, flags: Iterable[Flag] = FLAGS, title: str = "locust-llm", description: str | None = None
+) -> None:
+    """Register ``flags`` on ``parser``: Locust's configargparse parser (which reads the env vars itself) or a plain
+    argparse parser (the env var then supplies the default)."""
+    if title == "locust-llm" and description is None:
+        description = "LLM endpoint load testing (locust-llm); 'locust-llm flags' lists every flag"
+    group = parser.add_argument_group(title, description)
+    reads_env = hasattr(parser, "_add_config_file_help")  # configargparse
+    for flag in flags:
+        kwargs: dict[str, Any] = {"dest": flag.dest, "help": flag.help}
+        if not reads_env:  # configargparse shows the env var itself; argparse formats help with %
+            kwargs["help"] = flag.help.replace("%", "%%")
+            shown = [f"default: {flag.default}"] if flag.default else []
+            shown += [f"env {flag.env_var}"] if flag.env_var else []
+            kwargs["help"] += f" ({'; '.join(shown)})" if shown else ""
+        if flag.switch:
+            kwargs["action"] = "store_true"
+        elif flag.multiple:
+            kwargs["action"] = "append"
+        if not flag.switch:
+            kwargs["default"] = flag.default
+        if flag.multiple:
+            pass  # a repeatable flag's env var adds entries: parse_flags reads it
+        elif flag.env_var and reads_env:
+            kwargs["env_var"] = flag.env_var
+        elif flag.env_var and os.environ.get(flag.env_var):
+            env = os.environ[flag.env_var]
+            kwargs["default"] = env.strip().lower() not in _FALSE if flag.switch else env
+        action = group.add_argument(flag.name, **kwargs)
+        # what Locust's own add_argument(include_in_web_ui=..., is_secret=...) sets; groups do not take those kwargs
+        action.include_in_web_ui = flag.web_ui
+        action.is_secret = flag.secret
+        action.is_required = False
+        action.is_multiple = False

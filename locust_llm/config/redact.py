@@ -1,0 +1,18 @@
+"""Keep secrets out of everything a person or a file sees: keys, secret headers, bearer tokens. Pure."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+__all__ = ["redact"]
+
+_BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
+
+
+def redact(text: str, secrets: Iterable[str] = ()) -> str:
+    """Replace every occurrence of each secret, and any ``Bearer <token>``, with ``***``."""
+    for secret in secrets:
+        if secret:
+            text = text.replace(secret, "***")
+    return _BEARER.sub(r"\1***", text)

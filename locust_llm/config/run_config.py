@@ -1,0 +1,293 @@
+""":class:`RunConfig`: every setting of a run, typed and validated once from the flag table. Pure.
+
+:meth:`RunConfig.from_options` parses all flags and raises a one-line
+:class:`~locust_llm.config.parsers.ConfigError`; the builders (:func:`sla_from`, ...) make the typed pieces other
+modules use, and ``locust-llm report``/``compare`` use them on their own flags. The API key is never printable: it is
+left out of ``repr`` and :meth:`RunConfig.settings`, and its flag is not shown in the web UI.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any
+
+from locust_llm.config.flags import FLAGS, parse_flags
+from locust_llm.config.parsers import ConfigError, Warmup
+from locust_llm.config.tls import TlsSettings, proxy_secrets, tls_from
+from locust_llm.measure.health import Validity
+from locust_llm.measure.sla import Prices, Sla
+from locust_llm.protocol.retry import FlowConfig, RetryPolicy
+from locust_llm.reports.compare import Thresholds
+from locust_llm.shapes.arrivals import Arrivals
+from locust_llm.shapes.search import SearchSettings
+from locust_llm.workload.prompts import Length, Workload
+
+__all__ = [
+    "RunConfig",
+    "flow_from",
+    "is_secret_header",
+    "prices_from",
+    "search_from",
+    "sla_from",
+    "thresholds_from",
+    "workload_from",
+]
+
+Values = Mapping[str, Any]
+
+_SECRET_HEADER = re.compile(r"(?i)key|token|auth|secret|cookie|password")
+
+
+def is_secret_header(name: str) -> bool:
+    """Header names whose values are secrets: anything like a key, token, auth, secret, cookie or password."""
+    return bool(_SECRET_HEADER.search(name))
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything a locust-llm run needs, parsed and validated once. No field has a default of its own: build it
+    with :meth:`from_options` (the flag table's defaults) or :meth:`defaults`."""
+
+    model: str | None
+    api_key: str | None = field(repr=False)
+    max_tokens: Length
+    workload: Workload
+    seed: int | None
+    flow: FlowConfig
+    headers: tuple[tuple[str, str], ...] = field(repr=False)
+    allow_new_host: bool
+    tls: TlsSettings
+    steps: tuple[int, ...]
+    rates: tuple[float, ...] | None
+    arrivals: Arrivals
+    max_in_flight: int
+    search: SearchSettings | None
+    step_duration_s: float
+    request_timeout_s: float
+    warmup: Warmup
+    itl_events: bool
+    max_generator_cpu_pct: float
+    max_sched_lag_ms: float
+    min_step_requests: int
+    sla: Sla
+    prices: Prices
+    report_dir: str | None
+    summary_log: bool
+    baseline: str | None
+    gate: Thresholds
+    sim_args: tuple[str, ...]
+
+    @classmethod
+    def from_options(cls, options: Any) -> RunConfig:
+        """Build from Locust's ``parsed_options`` (or any object with the flags' ``dest`` attributes)."""
+        v = parse_flags(options, FLAGS)
+        sla = sla_from(v)
+        return cls(
+            model=v["model"],
+            api_key=v["api_key"],
+            max_tokens=v["max_tokens"],
+            workload=workload_from(v),
+            seed=v["seed"],
+            flow=flow_from(v),
+            headers=v["header"],
+            allow_new_host=v["allow_new_host"],
+            tls=tls_from(v["ca_bundle"], v["insecure"]),
+            steps=v["steps"],
+            rates=_rates(v),
+            arrivals=v["arrivals"],
+            max_in_flight=v["max_in_flight"],
+            search=search_from(v, sla),
+            step_duration_s=v["step_duration"],
+            request_timeout_s=v["request_timeout"],
+            warmup=v["warmup"],
+            itl_events=v["locust_itl_events"] == "each",
+            max_generator_cpu_pct=v["max_generator_cpu"],
+            max_sched_lag_ms=v["max_sched_lag"] * 1000.0,
+            min_step_requests=v["min_step_requests"],
+            sla=sla,
+            prices=prices_from(v),
+            report_dir=v["llm_report"],
+            summary_log=v["llm_summary_log"],
+            baseline=v["baseline"],
+            gate=thresholds_from(v),
+            sim_args=v["sim_args"],
+        )
+
+    @classmethod
+    def defaults(cls) -> RunConfig:
+        """The configuration of a run given no flag at all."""
+        return cls.from_options(object())
+
+    @property
+    def open_loop(self) -> bool:
+        """Rate mode: requests arrive at ``--rates``, whatever the server does."""
+        return self.rates is not None
+
+    @property
+    def validity(self) -> Validity:
+        """The limits of a step's validity (see :mod:`locust_llm.measure.health`)."""
+        return Validity(self.max_generator_cpu_pct, self.max_sched_lag_ms, self.min_step_requests)
+
+    def warmup_s(self, step_duration_s: float | None = None) -> float:
+        """Warm-up excluded after each step change of ``step_duration_s`` (default: ``--step-duration``)."""
+        return self.warmup.for_step(self.step_duration_s if step_duration_s is None else step_duration_s)
+
+    def request_headers(self, user_agent: str) -> dict[str, str]:
+        """The headers of every request: JSON in, an event stream out, the key, and ``--header``'s."""
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "User-Agent": user_agent}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        headers.update(self.headers)
+        return headers
+
+    @property
+    def credentials(self) -> tuple[str, ...]:
+        """What the endpoint is sent to prove who we are: the key and secret headers' values."""
+        keys = [self.api_key] if self.api_key else []
+        keys += [value for name, value in self.headers if is_secret_header(name) and value]
+        return tuple(keys)
+
+    @cached_property
+    def secrets(self) -> tuple[str, ...]:
+        """Strings that must never be printed (see :func:`locust_llm.config.redact.redact`): the credentials and proxy
+        passwords. Computed once: every request passes it on."""
+        return self.credentials + proxy_secrets()
+
+    def settings(self) -> dict[str, Any]:
+        """The run's settings for reports and logs: every field except secrets."""
+        return {
+            "model": self.model,
+            "api_key_set": bool(self.api_key),
+            "max_tokens": {"mean": self.max_tokens.mean, "stddev": self.max_tokens.stddev},
+            "workload": self.workload.describe(),
+            "seed": self.seed,
+            "retry_policy": self.flow.policy.name,
+            "max_retries": self.flow.policy.max_retries,
+            "fallback_models": list(self.flow.fallbacks),
+            "fallback_on": sorted(self.flow.fallback_on),
+            "hedge_ttft_ms": None if self.flow.hedge_after_s is None else self.flow.hedge_after_s * 1000,
+            "headers": [name for name, _ in self.headers],
+            "allow_new_host": self.allow_new_host,
+            "tls": self.tls.describe(),
+            "steps": None if self.rates else list(self.steps),
+            "rates": list(self.rates) if self.rates else None,
+            "arrivals": self.arrivals.describe() if self.rates else None,
+            "max_in_flight": self.max_in_flight if self.rates else None,
+            "search": self.search.describe() if self.search else None,
+            "step_duration_s": self.step_duration_s,
+            "request_timeout_s": self.request_timeout_s,
+            "warmup_s": self.warmup_s(),
+            "max_generator_cpu_pct": self.max_generator_cpu_pct,
+            "max_sched_lag_ms": self.max_sched_lag_ms,
+            "min_step_requests": self.min_step_requests,
+            "max_retry_wait_s": self.flow.policy.max_wait_s,
+            "sla": self.sla.as_dict(),
+            "prices": self.prices.as_dict(),
+        }
+
+
+def _rates(v: Values) -> tuple[float, ...] | None:
+    """``--rates``, which excludes ``--steps`` (other than its default)."""
+    rates = v["rates"]
+    default_steps = next(f for f in FLAGS if f.dest == "steps").value(None)
+    if rates and v["steps"] != default_steps:
+        raise ConfigError(
+            f"--rates and --steps exclude each other (open-loop rates or closed-loop users), got both: --rates "
+            f"{','.join(f'{r:g}' for r in rates)} and --steps {','.join(map(str, v['steps']))}"
+        )
+    return rates or None
+
+
+def search_from(v: Values, sla: Sla) -> SearchSettings | None:
+    """``--search`` and its flags. It starts from one load: the first of ``--steps`` (its default list is fine) or
+    of ``--rates``; an explicit list of several is a conflict. ``sla`` needs at least one SLA limit."""
+    if v["search"] == "off":
+        return None
+    default_steps = next(f for f in FLAGS if f.dest == "steps").value(None)
+    loads = v["rates"] or (v["steps"] if v["steps"] != default_steps else None)
+    if loads and len(loads) > 1:
+        flag = "--rates" if v["rates"] else "--steps"
+        raise ConfigError(
+            f"--search starts from one load: give {flag} a single value (the start, e.g. {flag} "
+            f"{loads[0]:g}), got {flag} {','.join(f'{x:g}' for x in loads)}"
+        )
+    if v["search"] == "sla" and not sla.given:
+        raise ConfigError(
+            "--search sla needs an SLA: give --sla-ttft-p99-ms, --sla-itl-p99-ms, --sla-e2e-p99-ms or "
+            "--sla-max-error-rate (or use --search knee), got none"
+        )
+    return SearchSettings(
+        v["search"], v["search_precision"], v["search_max_users"], v["search_max_duration"], v["search_min_requests"]
+    )
+
+
+def sla_from(v: Values) -> Sla:
+    """The SLA from parsed flag values keyed by flag dest (``sla_ttft_p99_ms``, ...)."""
+    return Sla(
+        ttft_p99_ms=v["sla_ttft_p99_ms"],
+        itl_p99_ms=v["sla_itl_p99_ms"],
+        e2e_p99_ms=v["sla_e2e_p99_ms"],
+        max_error_rate=v["sla_max_error_rate"],
+    )
+
+
+def prices_from(v: Values) -> Prices:
+    return Prices(
+        input_usd_per_mtok=v["price_input_usd_per_mtok"],
+        output_usd_per_mtok=v["price_output_usd_per_mtok"],
+        cached_input_usd_per_mtok=v["price_cached_input_usd_per_mtok"],
+    )
+
+
+def thresholds_from(v: Values) -> Thresholds:
+    """Gate thresholds from parsed flag values."""
+    return Thresholds(
+        knee_drop_steps=int(v["max_knee_drop_steps"]),
+        knee_drop_pct=v["max_knee_drop_pct"],
+        p99_rise_pct=v["max_p99_rise_pct"],
+        min_ttft_rise_ms=v["min_ttft_rise_ms"],
+        min_itl_rise_ms=v["min_itl_rise_ms"],
+        error_rate_rise_pp=v["max_error_rate_rise_pp"],
+        throughput_drop_pct=v["max_throughput_drop_pct"],
+        knee_p99_factor=v["max_knee_p99_factor"],
+    )
+
+
+def workload_from(v: Values) -> Workload:
+    """The workload of the run (prompt and system-prompt files were read by their flags' parsers)."""
+    if v["prompts"] and v["input_tokens"] is not None:
+        raise ConfigError("--prompts and --input-tokens exclude each other, got both")
+    turns = v["turns"]
+    if v["rates"] and turns is not None and turns.high > 1:
+        raise ConfigError(
+            f"--turns applies to closed-loop users (--steps or --search): with --rates each arrival is one "
+            f"request, got --turns {turns.low}:{turns.high} with --rates"
+        )
+    return Workload(
+        max_tokens=v["max_tokens"],
+        prompts=v["prompts"] or (),
+        input_tokens=v["input_tokens"],
+        system_prompt=v["system_prompt"],
+        cache_control=v["cache_control"],
+        salt=None if v["salt"] == "auto" else v["salt"] == "on",
+        extra_body=v["extra_body"],
+        turns=v["turns"],
+        think_time=v["think_time"],
+        max_context_tokens=v["max_context_tokens"],
+    )
+
+
+def flow_from(v: Values) -> FlowConfig:
+    fallbacks = tuple(m.strip() for m in (v["fallback_models"] or "").split(",") if m.strip())
+    hedge = v["hedge_ttft_ms"]
+    return FlowConfig(
+        policy=RetryPolicy(
+            v["retry_policy"], v["max_retries"], v["backoff_base"], v["backoff_max"], v["max_retry_wait"]
+        ),
+        fallbacks=fallbacks,
+        fallback_on=v["fallback_on"],
+        hedge_after_s=None if hedge is None else hedge / 1000.0,
+    )

@@ -1,0 +1,1 @@
+"""Per-step measurement: histograms, the timeline, statistics, validity, rows, SLA, the knee rule. Pure."""

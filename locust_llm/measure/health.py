@@ -1,0 +1,132 @@
+"""Validity of a step: the rules that decide whether its numbers can be trusted. Pure.
+
+A step is invalid, with one reason per rule that fires, when during it: (1) a generator process used more than
+``max_cpu_pct`` of a core; (2) a worker was lost; (3) a model's scheduling-lag p99 exceeded ``max_lag_ms``; (4) its
+steady window holds fewer than ``min_requests`` completed requests; (5) the E2E p50 exceeds ``max_e2e_share`` of the
+window; (6) its warm-up was shorter than the previous step's E2E p90; (7) the run was stopped. Rules 4-6 are met by
+steps at least :func:`needed_step_s` long. docs/methodology.md, "When a step is invalid", says why each.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from locust_llm.measure.histogram import Histogram
+from locust_llm.measure.stats import STEADY, StatsTable
+
+__all__ = ["MAX_E2E_SHARE", "StepHealth", "Validity", "invalid_reasons", "needed_step_s", "warmup_for"]
+
+MAX_E2E_SHARE = 1.0
+
+
+@dataclass(frozen=True)
+class Validity:
+    """The limits of rules 1-5 (module docstring)."""
+
+    max_cpu_pct: float
+    max_lag_ms: float
+    min_requests: int = 0
+    max_e2e_share: float = MAX_E2E_SHARE
+
+
+@dataclass
+class StepHealth:
+    """What the generators looked like during one step (master or local view)."""
+
+    cpu_max_pct: dict[str, float] = field(default_factory=dict)  # process name -> max CPU % seen
+    workers_min: int | None = None
+    workers_max: int | None = None
+    lost: list[str] = field(default_factory=list)
+    carryover: tuple[float, float] | None = None  # (warm-up s, previous step's E2E p90 s) when the first is shorter
+    partial: bool = False  # the run was stopped during the step
+
+    def add_cpu(self, name: str, pct: float) -> None:
+        if pct > self.cpu_max_pct.get(name, -1.0):
+            self.cpu_max_pct[name] = pct
+
+    def add_workers(self, n: int) -> None:
+        self.workers_min = n if self.workers_min is None else min(self.workers_min, n)
+        self.workers_max = n if self.workers_max is None else max(self.workers_max, n)
+
+    @property
+    def cpu_max(self) -> float | None:
+        return round(max(self.cpu_max_pct.values()), 1) if self.cpu_max_pct else None
+
+
+def invalid_reasons(
+    step: int,
+    health: StepHealth,
+    table: StatsTable,
+    max_cpu_pct: float,
+    max_lag_ms: float,
+    window_s: float | None = None,
+    min_requests: int = 0,
+    max_e2e_share: float = MAX_E2E_SHARE,
+) -> list[str]:
+    """The reasons step ``step`` is invalid (rules 1-7 of the module docstring, in that order); empty when valid.
+    Rules 4 and 5 need the steady window's length ``window_s``."""
+    reasons = [
+        f"generator saturated: {name} CPU {pct:.0f}% > {max_cpu_pct:g}%"
+        for name, pct in sorted(health.cpu_max_pct.items())
+        if pct > max_cpu_pct
+    ]
+    reasons += [f"worker lost during the step: {name}" for name in health.lost]
+    for key, stats in table:
+        lag = stats.hist["lag"]
+        if key.step == step and key.phase == STEADY and lag.count:
+            p99_ms = lag.quantile(0.99) / 1e6
+            if p99_ms > max_lag_ms:
+                reasons.append(f"scheduling lag p99 {p99_ms:.1f} ms > {max_lag_ms:g} ms ({key.model})")
+    if window_s is not None:
+        reasons += _length_reasons(step, table, window_s, min_requests, max_e2e_share)
+    if health.carryover is not None:
+        warmup_s, p90_s = health.carryover
+        reasons.append(
+            f"warm-up {warmup_s:.1f} s shorter than the previous step's E2E p90 {p90_s:.1f} s: requests sent under "
+            "its load end in this window (lengthen --step-duration)"
+        )
+    if health.partial:
+        reasons.append("partial: the run was stopped during this step")
+    return reasons
+
+
+def _length_reasons(step: int, table: StatsTable, window_s: float, min_requests: int, share: float) -> list[str]:
+    requests = 0
+    e2e = Histogram()
+    for key, stats in table:
+        if key.step == step and key.phase == STEADY:
+            requests += stats.counts["requests"]
+            e2e.merge(stats.hist["e2e"])
+    reasons = []
+    if requests < min_requests:
+        reasons.append(
+            f"too few completed requests in the steady window: {requests} < {min_requests} (lengthen --step-duration)"
+        )
+    if e2e.count and e2e.quantile(0.5) / 1e9 > share * window_s:
+        reasons.append(
+            f"requests too long for the step: E2E p50 {e2e.quantile(0.5) / 1e9:.1f} s > {_share(share)} the "
+            f"{window_s:.1f} s steady window (lengthen --step-duration)"
+        )
+    return reasons
+
+
+def _share(share: float) -> str:
+    return "the whole of" if share == 1 else f"{100 * share:g}% of"
+
+
+def warmup_for(auto_s: float, previous_p90_s: float | None, step_s: float) -> tuple[float, bool]:
+    """The automatic warm-up of a step: ``max(auto_s, previous step's E2E p90)``, at most half the step; and
+    whether the cap left it shorter than that p90 (rule 6)."""
+    if previous_p90_s is None or previous_p90_s <= auto_s:
+        return auto_s, False
+    return min(previous_p90_s, 0.5 * step_s), previous_p90_s > 0.5 * step_s
+
+
+def needed_step_s(e2e_p50_s: float, e2e_p90_s: float, req_s: float, min_requests: int, warmup_s: float) -> float:
+    """How long a step must last for this workload: twice the warm-up that covers the E2E p90 (rule 6: the
+    automatic warm-up is at most half the step), and at least that warm-up plus a steady window holding the E2E
+    p50 (rule 5) and ``min_requests`` completed requests at ``req_s`` (rule 4):
+    ``max(2 * max(warmup, p90), max(warmup, p90) + max(p50 / share, min_requests / req_s))``."""
+    warmup = max(warmup_s, e2e_p90_s)
+    window = max(e2e_p50_s / MAX_E2E_SHARE, min_requests / req_s if req_s > 0 else 0.0)
+    return max(2 * warmup, warmup + window)

@@ -1,0 +1,294 @@
+"""From merged per-step statistics to the rows of ``{prefix}_llm_steps.csv`` (:class:`StepRow`). Pure.
+
+Over a step's steady window of ``D`` seconds: ``req_s = requests / D``; ``output_tok_s = completion_tokens / D``;
+``goodput_req_s = client_good / D``; ``cost_usd = ((prompt - cached) * price_in + cached * price_cached_in +
+completion * price_out) / 1e6``; ``cache_hit_share = cached_prompt_tokens / prompt_tokens``; percentiles
+nearest-rank, in milliseconds. In open loop ``served_req_s = client_ok / D`` and ``users`` is the in-flight p99.
+Every column: docs/methodology.md, "The per-step rows".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from math import ceil
+from typing import Any, TypedDict, cast, get_type_hints
+
+from locust_llm.measure.sla import Prices
+from locust_llm.measure.stats import STEADY, StatsTable, StepStats
+
+__all__ = [
+    "COLUMNS",
+    "WORKER_COLUMNS",
+    "StepRow",
+    "StepWindow",
+    "WorkerRow",
+    "column_types",
+    "format_table",
+    "step_row",
+    "step_rows",
+    "value",
+]
+
+
+class StepRow(TypedDict):
+    """One row of ``{csv_prefix}_llm_steps.csv``: a step's steady window for one model (README lists each column).
+
+    ``None`` is an empty cell: a percentile with no sample, a cost without prices, a figure a single process has
+    not (``workers``)."""
+
+    step: int
+    users: int
+    model: str
+    start_s: float
+    duration_s: float
+    requests: int
+    ok: int
+    errors: int
+    status_429: int
+    status_5xx: int
+    status_4xx_other: int
+    timeouts: int
+    conn_errors: int
+    protocol_errors: int
+    prompt_tokens: int
+    completion_tokens: int
+    cached_prompt_tokens: int
+    cache_hit_share: float | None
+    reasoning_tokens: int
+    req_s: float
+    output_tok_s: float
+    ttft_p50_ms: float | None
+    ttft_p90_ms: float | None
+    ttft_p99_ms: float | None
+    itl_p50_ms: float | None
+    itl_p90_ms: float | None
+    itl_p99_ms: float | None
+    e2e_p50_ms: float | None
+    e2e_p99_ms: float | None
+    tpot_p50_ms: float | None
+    answer_ttft_p50_ms: float | None
+    answer_ttft_p99_ms: float | None
+    goodput_req_s: float
+    cost_usd: float | None
+    generator_cpu_max_pct: float | None
+    warmup_s: float
+    ttft_lag_p99_ms: float | None
+    sched_lag_p99_ms: float | None
+    tokens_estimated: bool
+    workers: int | None
+    valid: bool
+    invalid_reasons: str
+    client_requests: int
+    client_ok: int
+    client_ttft_p50_ms: float | None
+    client_ttft_p99_ms: float | None
+    client_e2e_p50_ms: float | None
+    client_e2e_p99_ms: float | None
+    retries: int
+    retry_wait_s: float
+    retry_waits_capped: int
+    fallbacks: int
+    reconnects: int
+    hedges: int
+    hedge_wins: int
+    offered_req_s: float | None
+    served_req_s: float | None
+    in_flight_p50: float | None
+    in_flight_max: float | None
+    dropped: int
+
+
+COLUMNS: tuple[str, ...] = tuple(StepRow.__annotations__)
+"""The per-step CSV's columns, in order: the fields of :class:`StepRow`."""
+
+
+class WorkerRow(TypedDict):
+    """One row of ``{csv_prefix}_llm_workers.csv`` (distributed runs): what a worker contributed to a step's phase."""
+
+    step: int
+    phase: str
+    model: str
+    worker: str
+    requests: int
+    ok: int
+    completion_tokens: int
+    cpu_max_pct: float | None
+
+
+WORKER_COLUMNS: tuple[str, ...] = tuple(WorkerRow.__annotations__)
+
+
+def value(row: StepRow, column: str) -> Any:
+    """``row[column]`` for a column named at run time (``f"{metric}_p99_ms"``); ``None`` when absent."""
+    return cast(Mapping[str, Any], row).get(column)
+
+
+def column_types(row_type: type = StepRow) -> dict[str, type]:
+    """The Python type of each column of a row type (:class:`StepRow` by default): ``int``, ``float``, ``bool`` or
+    ``str``, ``None`` aside."""
+    out: dict[str, type] = {}
+    for name, hint in get_type_hints(row_type).items():
+        args = [a for a in getattr(hint, "__args__", (hint,)) if a is not type(None)]
+        out[name] = args[0]
+    return out
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """A step's steady window, in seconds from the start of the run."""
+
+    step: int
+    users: int
+    start_s: float
+    duration_s: float
+    warmup_s: float
+    cpu_max_pct: float | None = None
+    workers: int | None = None
+    invalid_reasons: tuple[str, ...] = ()
+    rate: float | None = None  # open loop: the offered rate, requests/s
+
+
+def _ms(stats: StepStats, name: str, q: float) -> float | None:
+    hist = stats.hist[name]
+    return round(hist.quantile(q) / 1e6, 3) if hist.count else None
+
+
+def _in_flight(stats: StepStats, q: float) -> float | None:
+    """Requests in flight (recorded times 1,000): exact below 128, within 0.8 % above."""
+    hist = stats.hist["in_flight"]
+    if not hist.count:
+        return None
+    return float(hist.max // 1000) if q >= 1 else float(hist.quantile(q) // 1000)
+
+
+def _rate(n: int, duration_s: float) -> float:
+    return round(n / duration_s, 4) if duration_s > 0 else 0.0
+
+
+def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | None = None) -> StepRow:
+    """The row of ``model`` in ``window`` (formulas in the module docstring)."""
+    c = stats.counts
+    d = window.duration_s
+    cost = (
+        round(prices.cost_usd(c["prompt_tokens"], c["completion_tokens"], c["cached_prompt_tokens"]), 6)
+        if prices and prices.given
+        else None
+    )
+    return {
+        "step": window.step,
+        "users": window.users if window.rate is None else ceil(_in_flight(stats, 0.99) or 0),
+        "model": model,
+        "start_s": round(window.start_s, 3),
+        "duration_s": round(d, 3),
+        "requests": c["requests"],
+        "ok": c["ok"],
+        "errors": c["requests"] - c["ok"],
+        "status_429": c["status_429"],
+        "status_5xx": c["status_5xx"],
+        "status_4xx_other": c["status_4xx_other"],
+        "timeouts": c["timeouts"],
+        "conn_errors": c["conn_errors"],
+        "protocol_errors": c["protocol_errors"],
+        "prompt_tokens": c["prompt_tokens"],
+        "completion_tokens": c["completion_tokens"],
+        "cached_prompt_tokens": c["cached_prompt_tokens"],
+        "cache_hit_share": round(c["cached_prompt_tokens"] / c["prompt_tokens"], 4) if c["prompt_tokens"] else None,
+        "reasoning_tokens": c["reasoning_tokens"],
+        "req_s": _rate(c["requests"], d),
+        "output_tok_s": _rate(c["completion_tokens"], d),
+        "ttft_p50_ms": _ms(stats, "ttft", 0.5),
+        "ttft_p90_ms": _ms(stats, "ttft", 0.9),
+        "ttft_p99_ms": _ms(stats, "ttft", 0.99),
+        "itl_p50_ms": _ms(stats, "itl", 0.5),
+        "itl_p90_ms": _ms(stats, "itl", 0.9),
+        "itl_p99_ms": _ms(stats, "itl", 0.99),
+        "e2e_p50_ms": _ms(stats, "e2e", 0.5),
+        "e2e_p99_ms": _ms(stats, "e2e", 0.99),
+        "tpot_p50_ms": _ms(stats, "tpot", 0.5),
+        "answer_ttft_p50_ms": _ms(stats, "answer_ttft", 0.5),
+        "answer_ttft_p99_ms": _ms(stats, "answer_ttft", 0.99),
+        "goodput_req_s": _rate(c["client_good"], d),
+        "cost_usd": cost,
+        "generator_cpu_max_pct": window.cpu_max_pct,
+        "warmup_s": round(window.warmup_s, 3),
+        "ttft_lag_p99_ms": _ms(stats, "ttft_lag", 0.99),
+        "sched_lag_p99_ms": _ms(stats, "lag", 0.99),
+        "tokens_estimated": c["estimated_token_requests"] > 0,
+        "workers": window.workers,
+        "valid": not window.invalid_reasons,
+        "invalid_reasons": "; ".join(window.invalid_reasons),
+        "client_requests": c["client_requests"],
+        "client_ok": c["client_ok"],
+        "client_ttft_p50_ms": _ms(stats, "client_ttft", 0.5),
+        "client_ttft_p99_ms": _ms(stats, "client_ttft", 0.99),
+        "client_e2e_p50_ms": _ms(stats, "client_e2e", 0.5),
+        "client_e2e_p99_ms": _ms(stats, "client_e2e", 0.99),
+        "retries": c["retries"],
+        "retry_wait_s": round(c["retry_wait_ms"] / 1000.0, 3),
+        "retry_waits_capped": c["retry_waits_capped"],
+        "fallbacks": c["fallbacks"],
+        "reconnects": c["reconnects"],
+        "hedges": c["hedges"],
+        "hedge_wins": c["hedge_wins"],
+        "offered_req_s": window.rate,
+        "served_req_s": None if window.rate is None else _rate(c["client_ok"], d),
+        "in_flight_p50": _in_flight(stats, 0.5),
+        "in_flight_max": _in_flight(stats, 1.0),
+        "dropped": c["dropped"],
+    }
+
+
+def step_rows(table: StatsTable, windows: list[StepWindow], prices: Prices | None = None) -> list[StepRow]:
+    """One row per (step, model) with steady-state samples, in step order; models sorted by name. A step with no
+    steady sample at all still has a row (of the first model seen, with zero requests), so its reasons show."""
+    by_step = {w.step: w for w in windows}
+    rows = []
+    seen: set[int] = set()
+    for key, stats in table:
+        if key.phase != STEADY or key.step not in by_step or stats.empty:
+            continue
+        seen.add(key.step)
+        rows.append(step_row(by_step[key.step], key.model, stats, prices))
+    model = next((key.model for key, _ in table if key.model), "")
+    rows += [step_row(w, model, StepStats(), prices) for w in windows if w.step not in seen and w.step > 0]
+    return sorted(rows, key=lambda r: (r["step"], r["model"]))
+
+
+_TABLE = (
+    ("step", "step", "{}"),
+    ("users", "users", "{}"),
+    ("model", "model", "{}"),
+    ("requests", "requests", "{}"),
+    ("errors", "errors", "{}"),
+    ("ttft_p50_ms", "TTFT p50 ms", "{:.1f}"),
+    ("ttft_p99_ms", "TTFT p99 ms", "{:.1f}"),
+    ("itl_p50_ms", "ITL p50 ms", "{:.2f}"),
+    ("itl_p99_ms", "ITL p99 ms", "{:.2f}"),
+    ("output_tok_s", "out tok/s", "{:.1f}"),
+    ("valid", "valid", "{}"),
+)
+
+
+_OPEN_LOOP_TABLE = (
+    ("offered_req_s", "offered/s", "{:g}"),
+    ("served_req_s", "served/s", "{:.1f}"),
+    ("dropped", "dropped", "{}"),
+)
+
+
+def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
+    """Fixed-width text table of the main columns (open loop: with the offered and completed rates and the dropped
+    arrivals, ``users`` being the in-flight p99); ``-`` where a value is missing."""
+    table: tuple[tuple[str, str, str], ...] = _TABLE
+    if any(row.get("offered_req_s") is not None for row in rows):
+        table = _TABLE[:1] + _OPEN_LOOP_TABLE + _TABLE[1:]
+    header = [title for _, title, _ in table]
+    body = [
+        [("-" if row.get(key) is None or row.get(key) == "" else fmt.format(row[key])) for key, _, fmt in table]
+        for row in rows
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
+    lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in body]
+    return "\n".join(lines)

@@ -1,0 +1,292 @@
+"""Per-step statistics: histograms and counters keyed by (step, model, phase). Pure and mergeable.
+
+Each measurement is filed at the moment it was observed: TTFT at the first token, TTFA at the first answer token,
+each ITL gap at the later of its tokens, the scheduling lag at the send, and E2E, TPOT, the counters, the status
+class and a conversation turn's record at the end. So a step's steady window holds exactly what was observed during
+it, whichever step the request started in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from locust_llm.measure.histogram import Histogram
+from locust_llm.measure.timeline import STEADY, WARMUP
+from locust_llm.protocol.metrics import RequestResult, StatusClass
+
+__all__ = [
+    "COUNTERS",
+    "HISTOGRAMS",
+    "STEADY",
+    "TURN_HISTOGRAMS",
+    "WARMUP",
+    "StatsKey",
+    "StatsTable",
+    "StepStats",
+    "TurnStats",
+]
+
+HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag", "client_ttft", "client_e2e", "in_flight", "answer_ttft")
+"""``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up.
+``client_ttft`` and ``client_e2e`` are the client-perceived latencies of a client request, from its intended
+start to the first token / the end of its final attempt: its waits, retries and fallbacks included. ``in_flight``
+(open loop) is the number of requests in flight at each arrival, times 1,000 (the histogram's unit)."""
+
+COUNTERS = (
+    "requests",
+    *(c.value for c in StatusClass),
+    "prompt_tokens",
+    "completion_tokens",
+    "cached_prompt_tokens",
+    "reasoning_tokens",
+    "estimated_token_requests",
+    # client discipline (see locust_llm.users.flow)
+    "client_requests",
+    "client_ok",
+    "client_good",
+    "retries",
+    "retry_wait_ms",
+    "retry_waits_capped",
+    "fallbacks",
+    "reconnects",
+    "hedges",
+    "hedge_wins",
+    # open loop (see locust_llm.users.open_loop)
+    "arrivals",
+    "dropped",
+)
+
+
+@dataclass(frozen=True, order=True)
+class StatsKey:
+    step: int
+    model: str
+    phase: str  # steady, warmup or drain (see collect.timeline)
+
+
+TURN_HISTOGRAMS = ("ttft", "e2e", "prompt_tokens", "cached_prompt_tokens")
+"""Per turn index: TTFT and E2E (ns) of its successful requests, their prompt and cached prompt tokens (unit 1)."""
+
+
+@dataclass
+class TurnStats:
+    """One turn index of the conversations of a (step, model, phase): successful requests only."""
+
+    hist: dict[str, Histogram] = field(
+        default_factory=lambda: {name: Histogram(1 if name.endswith("tokens") else 1000) for name in TURN_HISTOGRAMS}
+    )
+    requests: int = 0
+
+    def add(self, result: RequestResult) -> None:
+        self.requests += 1
+        hist = self.hist
+        hist["e2e"].record(result.e2e_ns)
+        hist["prompt_tokens"].record(result.prompt_tokens)
+        hist["cached_prompt_tokens"].record(result.cached_tokens)
+        if result.token_ns:
+            hist["ttft"].record(result.token_ns[0] - result.sent_ns)
+
+    def merge(self, other: TurnStats) -> None:
+        self.requests += other.requests
+        for name, h in other.hist.items():
+            self.hist[name].merge(h)
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"n": self.requests, "h": {name: h.to_wire() for name, h in self.hist.items() if h.count}}
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> TurnStats:
+        stats = cls(requests=int(wire["n"]))
+        for name, h in wire.get("h", {}).items():
+            if name in stats.hist:
+                stats.hist[name] = Histogram.from_wire(h)
+        return stats
+
+
+@dataclass
+class StepStats:
+    hist: dict[str, Histogram] = field(default_factory=lambda: {name: Histogram() for name in HISTOGRAMS})
+    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    turns: dict[int, TurnStats] = field(default_factory=dict)
+
+    @property
+    def empty(self) -> bool:
+        return self.counts["requests"] == 0 and all(h.count == 0 for h in self.hist.values())
+
+    def merge(self, other: StepStats) -> StepStats:
+        for name, hist in other.hist.items():
+            self.hist[name].merge(hist)
+        for name, n in other.counts.items():
+            self.counts[name] = self.counts.get(name, 0) + n
+        for turn, stats in other.turns.items():
+            self.turn(turn).merge(stats)
+        return self
+
+    def turn(self, turn: int) -> TurnStats:
+        stats = self.turns.get(turn)
+        if stats is None:
+            stats = self.turns[turn] = TurnStats()
+        return stats
+
+    def to_wire(self) -> dict[str, Any]:
+        wire = {
+            "h": {name: h.to_wire() for name, h in self.hist.items() if h.count},
+            "c": {name: n for name, n in self.counts.items() if n},
+        }
+        if self.turns:
+            wire["t"] = [[turn, stats.to_wire()] for turn, stats in sorted(self.turns.items())]
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> StepStats:
+        stats = cls()
+        for name, h in wire.get("h", {}).items():
+            if name in stats.hist:
+                stats.hist[name] = Histogram.from_wire(h)
+        for name, n in wire.get("c", {}).items():
+            stats.counts[name] = int(n)
+        for turn, t in wire.get("t", []):
+            stats.turns[int(turn)] = TurnStats.from_wire(t)
+        return stats
+
+
+Locate = Callable[[int], tuple[int, str]]
+
+Runs = dict[int, tuple[Histogram, list[list[int]]]]
+"""ITL histograms (by ``id``) and the token times whose gaps are still to be recorded in each."""
+
+
+class StatsTable:
+    """All :class:`StepStats` of a process (or, on the master, of the whole run), keyed by :class:`StatsKey`."""
+
+    def __init__(self) -> None:
+        self._stats: dict[StatsKey, StepStats] = {}
+        self._by_tuple: dict[tuple[int, str, str], StepStats] = {}
+        """The same stats by a plain tuple key, for :meth:`_at` (a tuple is made and hashed faster than a key)."""
+
+    def __iter__(self) -> Iterator[tuple[StatsKey, StepStats]]:
+        return iter(sorted(self._stats.items()))
+
+    def __len__(self) -> int:
+        return len(self._stats)
+
+    def get(self, key: StatsKey) -> StepStats:
+        stats = self._stats.get(key)
+        if stats is None:
+            stats = self._stats[key] = StepStats()
+        return stats
+
+    def _at(self, locate: Locate, model: str, t_ns: int) -> StepStats:
+        step, phase = locate(t_ns)
+        stats = self._by_tuple.get((step, model, phase))
+        if stats is None:
+            stats = self._by_tuple[step, model, phase] = self.get(StatsKey(step, model, phase))
+        return stats
+
+    def add_all(self, results: list[RequestResult], locate: Locate) -> None:
+        """:meth:`add` each of ``results``; the usual ITL gaps (all of a request's in one step and phase) are recorded
+        together per histogram (:meth:`~locust_llm.measure.histogram.Histogram.record_gap_runs`), the same samples."""
+        runs: Runs = {}
+        for result in results:
+            self.add(result, locate, runs)
+        for hist, lists in runs.values():
+            hist.record_gap_runs(lists)
+
+    def add(self, result: RequestResult, locate: Locate, runs: Runs | None = None) -> None:
+        """File every measurement of ``result`` under the step it was observed in (see module docstring); with
+        ``runs``, its usual ITL gaps are left there for the caller to record (:meth:`add_all`)."""
+        model = result.model
+        self._at(locate, model, result.sent_ns).hist["lag"].record(result.lag_ns)
+        tokens = result.token_ns
+        if tokens:
+            first = self._at(locate, model, tokens[0])
+            ttft = tokens[0] - result.sent_ns
+            first.hist["ttft"].record(ttft)
+            first.hist["ttft_lag"].record(ttft + result.lag_ns)
+            if result.answer_ns:
+                answer = first if result.answer_ns == tokens[0] else self._at(locate, model, result.answer_ns)
+                answer.hist["answer_ttft"].record(result.answer_ns - result.sent_ns)
+            self._add_gaps(tokens, locate, model, runs)
+        end = self._at(locate, model, result.end_ns)
+        counts = end.counts
+        counts["requests"] += 1
+        counts[result.outcome.status_class.value] += 1
+        counts["prompt_tokens"] += result.prompt_tokens
+        counts["completion_tokens"] += result.completion_tokens
+        counts["cached_prompt_tokens"] += result.cached_tokens
+        counts["reasoning_tokens"] += result.reasoning_tokens
+        if result.tokens_estimated or result.reasoning_estimated:
+            counts["estimated_token_requests"] += 1
+        if result.ok:
+            if result.turn:
+                end.turn(result.turn).add(result)
+            end.hist["e2e"].record(result.e2e_ns)
+            tpot = result.tpot_ns
+            if tpot is not None:
+                end.hist["tpot"].record(tpot)
+
+    def bump(self, name: str, model: str, n: int, t_ns: int, locate: Locate) -> None:
+        """Add ``n`` to counter ``name`` of ``model`` at the step observed at ``t_ns``."""
+        self._at(locate, model, t_ns).counts[name] += n
+
+    def add_arrival(self, model: str, in_flight: int, dropped: bool, t_ns: int, locate: Locate) -> None:
+        """An open-loop arrival at ``t_ns`` finding ``in_flight`` requests in flight; ``dropped`` at the cap."""
+        stats = self._at(locate, model, t_ns)
+        stats.counts["arrivals"] += 1
+        stats.counts["dropped"] += dropped
+        stats.hist["in_flight"].record(in_flight * 1000)
+
+    def add_client(
+        self, model: str, intended_ns: int, final: RequestResult, locate: Locate, good: bool = False
+    ) -> None:
+        """A client request that began at ``intended_ns`` and ended with attempt ``final``: its client-perceived
+        TTFT and E2E, filed at its end (with ``model``, the primary); ``good``: it met the SLA."""
+        stats = self._at(locate, model, final.end_ns)
+        stats.counts["client_requests"] += 1
+        if final.ok:
+            stats.counts["client_ok"] += 1
+            stats.counts["client_good"] += good
+            stats.hist["client_ttft"].record(max(0, final.token_ns[0] - intended_ns))
+            stats.hist["client_e2e"].record(max(0, final.end_ns - intended_ns))
+
+    def _add_gaps(self, tokens: list[int], locate: Locate, model: str, runs: Runs | None) -> None:
+        if len(tokens) < 2:
+            return
+        if locate(tokens[1]) == locate(tokens[-1]):  # the usual case: all gaps in one step and phase
+            hist = self._at(locate, model, tokens[-1]).hist["itl"]
+            if runs is None:
+                hist.record_gaps(tokens)
+            elif id(hist) in runs:
+                runs[id(hist)][1].append(tokens)
+            else:
+                runs[id(hist)] = (hist, [tokens])
+            return
+        for i in range(1, len(tokens)):
+            self._at(locate, model, tokens[i]).hist["itl"].record(tokens[i] - tokens[i - 1])
+
+    def merge(self, other: StatsTable) -> StatsTable:
+        for key, stats in other._stats.items():
+            self.get(key).merge(stats)
+        return self
+
+    def drain(self) -> StatsTable:
+        """Return everything recorded so far and start afresh (worker deltas)."""
+        out = StatsTable()
+        out._stats, self._stats = self._stats, {}
+        out._by_tuple, self._by_tuple = self._by_tuple, {}
+        return out
+
+    def to_wire(self) -> list[Any]:
+        return [[k.step, k.model, k.phase, s.to_wire()] for k, s in sorted(self._stats.items()) if not s.empty]
+
+    @classmethod
+    def from_wire(cls, wire: list[Any]) -> StatsTable:
+        table = cls()
+        try:
+            for step, model, phase, stats in wire:
+                table.get(StatsKey(int(step), str(model), str(phase))).merge(StepStats.from_wire(stats))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"malformed per-step statistics from a worker: {exc!r}") from exc
+        return table

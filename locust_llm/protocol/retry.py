@@ -1,0 +1,104 @@
+"""Client discipline after a refusal (HTTP 429 or 503): when, if ever, to try again. Pure.
+
+``honor`` waits what the server asked (``retry-after-ms``, else ``Retry-After`` in seconds or as a date), else full
+jitter ``uniform(0, min(backoff_max, backoff_base * 2 ** attempt))``; an unusable value (negative, NaN, a past date)
+takes the backoff, never "retry now". ``none`` moves on; ``naive`` retries at once (a retry storm, to show one).
+Every wait is capped at ``--max-retry-wait``.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+
+__all__ = ["POLICIES", "RETRYABLE", "FlowConfig", "RetryPolicy", "Wait", "retry_after_s"]
+
+POLICIES = ("honor", "none", "naive")
+RETRYABLE = frozenset({429, 503})
+
+
+def _seconds(text: str, scale: float) -> float | None:
+    try:
+        value = float(text) * scale
+    except (ValueError, OverflowError):
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def retry_after_s(retry_after_ms: str | None, retry_after: str | None, now_epoch_s: float) -> float | None:
+    """The server's requested wait in seconds: ``retry-after-ms`` first, then ``Retry-After`` (seconds or an HTTP
+    date); None when neither is usable (see the module docstring)."""
+    if retry_after_ms:
+        value = _seconds(retry_after_ms.strip(), 0.001)
+        if value is not None:
+            return value
+    if not retry_after:
+        return None
+    text = retry_after.strip()
+    value = _seconds(text, 1.0)
+    if value is not None or text.lstrip("+-").replace(".", "", 1).isdigit():
+        return value
+    try:
+        wait = parsedate_to_datetime(text).timestamp() - now_epoch_s
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    return wait if wait > 0 else None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """A wait before trying a model again: its length, and whether the cap cut it short."""
+
+    seconds: float
+    capped: bool = False
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    name: str = "honor"
+    max_retries: int = 3
+    backoff_base_s: float = 0.5
+    backoff_max_s: float = 30.0
+    max_wait_s: float = 60.0
+
+    def __post_init__(self) -> None:
+        if self.name not in POLICIES:
+            raise ValueError(f"retry policy must be one of {', '.join(POLICIES)}, got {self.name!r}")
+
+    def retries(self, status: int, attempt: int) -> bool:
+        """Whether retry number ``attempt`` (from 0) of a request refused with ``status`` is made."""
+        return self.name != "none" and status in RETRYABLE and attempt < self.max_retries
+
+    def delay_s(self, status: int, server_wait_s: float | None, attempt: int, rng: random.Random) -> float | None:
+        """Seconds to wait before retry number ``attempt`` (from 0), or None when the request is not retried."""
+        if not self.retries(status, attempt):
+            return None
+        if self.name == "naive":
+            return 0.0
+        return self.wait(server_wait_s, attempt, rng).seconds
+
+    def wait_s(self, server_wait_s: float | None, attempt: int, rng: random.Random) -> float:
+        """``honor``'s wait: the server's, else full-jitter exponential backoff; at most ``max_wait_s``."""
+        return self.wait(server_wait_s, attempt, rng).seconds
+
+    def wait(self, server_wait_s: float | None, attempt: int, rng: random.Random) -> Wait:
+        """Like :meth:`wait_s`, saying whether the cap applied. Draws the jitter once per call."""
+        if server_wait_s is None:
+            wanted = rng.uniform(0.0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
+        else:
+            wanted = server_wait_s
+        if wanted > self.max_wait_s:
+            return Wait(self.max_wait_s, True)
+        return Wait(wanted)
+
+
+@dataclass(frozen=True)
+class FlowConfig:
+    """How a user makes a client request: retry policy, fallback route, hedging (see :mod:`locust_llm.users.flow`)."""
+
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    fallbacks: tuple[str, ...] = ()
+    fallback_on: frozenset[int] = RETRYABLE
+    hedge_after_s: float | None = None

@@ -1,0 +1,1 @@
+"""Locust adapters: run state, lifecycle, recording, outputs, the web UI and the shape classes."""

@@ -1,0 +1,399 @@
+"""Per-step collection across Locust processes: record, ship worker deltas, merge on the master, sample health.
+
+A master stamps step changes and tells its workers (``locust_llm_step``); a worker stamps each with its own clock when
+told, and attaches what it filed to every report; the master merges it. Each run is numbered, and what belongs to
+another run is dropped. Every process samples its CPU once a second; the master notices a lost worker.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+import gevent
+
+from locust_llm.measure.health import StepHealth, Validity, invalid_reasons
+from locust_llm.measure.histogram import Histogram
+from locust_llm.measure.rows import StepRow, StepWindow, WorkerRow, step_row, step_rows
+from locust_llm.measure.sla import Prices
+from locust_llm.measure.stats import STEADY, WARMUP, StatsTable, StepStats
+from locust_llm.measure.timeline import Timeline
+from locust_llm.protocol.metrics import RequestResult
+from locust_llm.runtime.cpu import CpuSampler
+
+__all__ = ["PENDING_LIMIT", "PENDING_TOKENS", "Collector"]
+
+PENDING_LIMIT = 128  # results recorded before they are filed together (Collector.record),
+PENDING_TOKENS = 8192  # or fewer once they hold this many tokens: a batch takes time in proportion to them
+
+logger = logging.getLogger("locust_llm")
+
+STEP_MESSAGE = "locust_llm_step"
+END_MESSAGE = "locust_llm_end"
+RESET_MESSAGE = "locust_llm_reset"
+REPORT_KEY = "locust_llm"
+
+
+def _step_data(mark: Any, elapsed_ns: int) -> dict[str, Any]:
+    return {
+        "step": mark.step,
+        "users": mark.users,
+        "warmup_ns": mark.warmup_ns,
+        "elapsed_ns": elapsed_ns,
+        "rate": mark.rate,
+        "processes": mark.processes,
+    }
+
+
+class Collector:
+    def __init__(self, environment: Any, role: str) -> None:
+        self.environment = environment
+        self.role = role  # "local", "master" or "worker"
+        self.name = "master" if role == "master" else ("local" if role == "local" else "worker")
+        self.timeline = Timeline()
+        self.table = StatsTable()  # this process's samples (on workers: the delta not yet shipped)
+        self.merged = StatsTable()  # master: everything the workers shipped
+        self.by_worker: dict[str, StatsTable] = defaultdict(StatsTable)
+        self.health: dict[int, StepHealth] = defaultdict(StepHealth)
+        self.worker_cpu: dict[int, float] = {}  # worker: this process's max CPU % per step (shipped)
+        self.began_ns: int | None = None
+        self.ended_ns: int | None = None
+        self.closed = False
+        self._pending: list[RequestResult] = []  # recorded, not yet filed in the table (see record)
+        self._clients: list[tuple[str, int, RequestResult, bool]] = []  # client requests, filed with them
+        self._pending_tokens = 0
+        self.run = 0  # the number of the run being recorded (see reset)
+        self._cpu = CpuSampler()
+        self._known_workers: set[str] = set()
+        self._greenlet: gevent.Greenlet | None = None
+
+    # -- wiring ------------------------------------------------------------------------------------------------
+
+    def attach(self) -> None:
+        """Register message handlers and event listeners for this role, and start the health sampler."""
+        runner = self.environment.runner
+        events = self.environment.events
+        if self.role == "worker":
+            runner.register_message(STEP_MESSAGE, self._on_step_message)
+            runner.register_message(END_MESSAGE, self._on_end_message)
+            runner.register_message(RESET_MESSAGE, self._on_reset_message)
+            events.report_to_master.add_listener(self._on_report_to_master)
+        elif self.role == "master":
+            events.worker_report.add_listener(self._on_worker_report)
+            events.worker_connect.add_listener(self._on_worker_connect)
+        self._greenlet = gevent.spawn(self._sample_loop)
+
+    def detach(self) -> None:
+        if self._greenlet is not None:
+            self._greenlet.kill(block=False)
+            self._greenlet = None
+
+    def reset(self, run: int) -> None:
+        """Record run number ``run`` afresh: a new timeline, empty statistics and health, the sampler running; the
+        master tells the workers to do the same."""
+        self.clear(keep_steps=False)
+        self.run = run
+        self.began_ns = self.ended_ns = None
+        self.closed = False
+        if self._greenlet is None:
+            self._greenlet = gevent.spawn(self._sample_loop)
+        if self.role == "master":
+            self._send(RESET_MESSAGE, {"run": run, "keep_steps": False})
+
+    def clear(self, keep_steps: bool = True) -> None:
+        """Forget the statistics recorded so far (Locust's *Reset stats*); the steps go on unless ``keep_steps`` is
+        false."""
+        self.table, self.merged = StatsTable(), StatsTable()
+        self._pending, self._pending_tokens, self._clients = [], 0, []  # recorded before the reset: forgotten
+        self.by_worker.clear()
+        self.health.clear()
+        self.worker_cpu.clear()
+        if not keep_steps:
+            self.timeline = Timeline()
+        elif self.role == "master":
+            self._send(RESET_MESSAGE, {"run": self.run, "keep_steps": True})
+
+    # -- recording ---------------------------------------------------------------------------------------------
+
+    def record(self, result: RequestResult) -> None:
+        """File ``result`` (a finished attempt, not changed afterwards), in batches of :data:`PENDING_LIMIT` (fewer
+        once they hold :data:`PENDING_TOKENS` tokens): filing many in a row runs warm. What is pending is filed
+        before every read of the table and before a worker is told of a step or the end (which may be dated before
+        samples it recorded), and forgotten by a reset; where a sample goes depends only on its observation times
+        and the timeline (:mod:`locust_llm.measure.stats`), so every reader sees what filing each at once would have
+        given."""
+        if not self.closed:
+            pending = self._pending
+            pending.append(result)
+            self._pending_tokens += len(result.token_ns)
+            if len(pending) >= PENDING_LIMIT or self._pending_tokens >= PENDING_TOKENS:
+                self._file_pending()
+
+    def _file_pending(self) -> None:
+        pending, self._pending, self._pending_tokens = self._pending, [], 0
+        clients, self._clients = self._clients, []
+        locate, table = self.timeline.locate, self.table
+        table.add_all(pending, locate)
+        for model, intended_ns, final, good in clients:
+            table.add_client(model, intended_ns, final, locate, good)
+
+    def count(self, name: str, model: str, n: int, at_ns: int) -> None:
+        if not self.closed:
+            self.table.bump(name, model, n, at_ns, self.timeline.locate)
+
+    def record_arrival(self, model: str, in_flight: int, dropped: bool, t_ns: int) -> None:
+        if not self.closed:
+            self.table.add_arrival(model, in_flight, dropped, t_ns, self.timeline.locate)
+
+    def record_client(self, model: str, intended_ns: int, final: RequestResult, good: bool = False) -> None:
+        """File a client request (``final``, its last attempt, already recorded): with the pending attempts, as
+        :meth:`record` files them."""
+        if not self.closed:
+            self._clients.append((model, intended_ns, final, good))
+
+    # -- steps (master / local) --------------------------------------------------------------------------------
+
+    def begin_step(self, step: int, users: int, warmup_ns: int, rate: float | None = None, processes: int = 1) -> None:
+        now = time.perf_counter_ns()
+        if self.began_ns is None:
+            self.began_ns = now
+        mark = self.timeline.begin(step, users, now, warmup_ns, rate, processes)
+        if self.role == "master":
+            self._send(STEP_MESSAGE, _step_data(mark, 0))
+
+    def stop(self) -> None:
+        """The run was stopped before its shape ended: its current step is partial."""
+        mark = self.timeline.current
+        if self.ended_ns is None and mark is not None:
+            self.health[mark.step].partial = True
+        self.end()
+
+    def end(self) -> None:
+        """The shape has ended (samples from now on are *drain*)."""
+        if self.ended_ns is not None:
+            return
+        self.ended_ns = time.perf_counter_ns()
+        self.timeline.end(self.ended_ns)
+        if self.role == "master":
+            self._send(END_MESSAGE, {"elapsed_ns": 0})
+
+    def _send(self, kind: str, data: dict[str, Any], client_id: str | None = None) -> None:
+        try:
+            self.environment.runner.send_message(kind, data, client_id)
+        except Exception as exc:  # a dying worker must not break the master's shape
+            logger.warning("locust-llm: could not tell workers about the step change: %s", exc)
+
+    def _on_worker_connect(self, client_id: str, **_kw: Any) -> None:
+        mark = self.timeline.current
+        if mark is None:
+            return
+        self._send(STEP_MESSAGE, _step_data(mark, time.perf_counter_ns() - mark.began_ns), client_id)
+
+    # -- worker side -------------------------------------------------------------------------------------------
+
+    def _on_step_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self._file_pending()
+        data = msg.data
+        now = time.perf_counter_ns()
+        rate = data.get("rate")
+        self.timeline.begin(
+            int(data["step"]),
+            int(data["users"]),
+            now - int(data["elapsed_ns"]),
+            int(data["warmup_ns"]),
+            None if rate is None else float(rate),
+            int(data.get("processes", 1)),
+        )
+
+    def _on_end_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        self._file_pending()
+        self.timeline.end(time.perf_counter_ns())
+
+    def _on_reset_message(self, environment: Any, msg: Any, **_kw: Any) -> None:
+        if msg.data.get("keep_steps"):
+            self.clear()
+        else:
+            self.reset(int(msg.data["run"]))
+
+    def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+        self._file_pending()
+        delta = self.table.drain()
+        data[REPORT_KEY] = {
+            "run": self.run,
+            "stats": delta.to_wire(),
+            "cpu": {str(k): v for k, v in self.worker_cpu.items()},
+        }
+
+    # -- master side -------------------------------------------------------------------------------------------
+
+    def _on_worker_report(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
+        report = data.get(REPORT_KEY)
+        if not report:
+            return
+        if int(report.get("run", self.run)) != self.run:
+            logger.debug(
+                "locust-llm: dropped worker %s's report of run %s (now run %d)", client_id, report.get("run"), self.run
+            )
+            return
+        try:
+            delta = StatsTable.from_wire(report["stats"])
+        except (ValueError, KeyError) as exc:
+            logger.error("locust-llm: dropped a malformed report from worker %s: %s", client_id, exc)
+            return
+        self.merged.merge(delta)
+        self.by_worker[client_id].merge(delta)
+        for step, pct in report.get("cpu", {}).items():
+            self.health[int(step)].add_cpu(client_id, float(pct))
+
+    # -- health ------------------------------------------------------------------------------------------------
+
+    def _sample_loop(self) -> None:
+        while True:
+            gevent.sleep(1.0)
+            self.sample_health()
+
+    def sample_health(self) -> None:
+        pct = self._cpu.sample()
+        mark = self.timeline.current
+        if mark is None or self.ended_ns is not None:
+            return
+        if self.role == "worker":
+            self.worker_cpu[mark.step] = max(self.worker_cpu.get(mark.step, 0.0), pct)
+            return
+        health = self.health[mark.step]
+        health.add_cpu(self.name, pct)
+        if self.role == "master":
+            self._check_workers(health)
+
+    def _check_workers(self, health: StepHealth) -> None:
+        clients = self.environment.runner.clients
+        alive = {c.id for c in clients.all if c.state != "missing"}
+        health.add_workers(len(alive))
+        for lost in sorted(self._known_workers - alive):
+            health.lost.append(lost)
+            logger.warning("locust-llm: worker %s was lost; this step is marked invalid", lost)
+        self._known_workers = alive
+
+    # -- results -----------------------------------------------------------------------------------------------
+
+    def results(self) -> StatsTable:
+        """Everything recorded: this process's samples plus, on the master, the workers'."""
+        self._file_pending()
+        return StatsTable().merge(self.table).merge(self.merged)
+
+    def windows(self, validity: Validity, judge_open: bool = False) -> list[StepWindow]:
+        """The steps' steady windows with their validity; the step in progress is judged by its length too only
+        with ``judge_open`` (a search deciding on it now)."""
+        marks = self.timeline.marks
+        if not marks or self.began_ns is None:
+            return []
+        end_ns = self.ended_ns or time.perf_counter_ns()
+        table = self.results()
+        out = []
+        for i, mark in enumerate(marks):
+            if mark.rest:
+                continue
+            until = marks[i + 1].began_ns if i + 1 < len(marks) else end_ns
+            start = mark.began_ns + mark.warmup_ns
+            health = self.health.get(mark.step, StepHealth())
+            window_s = max(0.0, (until - start) / 1e9)
+            done = (
+                judge_open or i + 1 < len(marks) or self.ended_ns is not None
+            )  # a step in progress is not judged by its length
+            reasons = invalid_reasons(
+                mark.step,
+                health,
+                table,
+                validity.max_cpu_pct,
+                validity.max_lag_ms,
+                window_s if done else None,
+                validity.min_requests,
+                validity.max_e2e_share,
+            )
+            out.append(
+                StepWindow(
+                    step=mark.step,
+                    users=mark.users,
+                    start_s=(start - self.began_ns) / 1e9,
+                    duration_s=window_s,
+                    warmup_s=mark.warmup_ns / 1e9,
+                    cpu_max_pct=health.cpu_max,
+                    workers=health.workers_min if self.role == "master" else None,
+                    invalid_reasons=tuple(reasons),
+                    rate=mark.rate,
+                )
+            )
+        return out
+
+    def rows(self, validity: Validity, prices: Prices | None = None, judge_open: bool = False) -> list[StepRow]:
+        return step_rows(self.results(), self.windows(validity, judge_open), prices)
+
+    def merged_row(
+        self, steps: tuple[int, ...], model: str, validity: Validity, prices: Prices | None = None
+    ) -> StepRow | None:
+        """One row of several steps' steady samples together (a search's repeated probe), exact: their histograms
+        and counters merged, the window their total length, the reasons theirs."""
+        windows = [w for w in self.windows(validity, judge_open=True) if w.step in steps]
+        if not windows:
+            return None
+        stats = StepStats()
+        for key, part in self.results():
+            if key.step in steps and key.phase == STEADY and key.model == model:
+                stats.merge(part)
+        cpu = [w.cpu_max_pct for w in windows if w.cpu_max_pct is not None]
+        window = dataclasses.replace(
+            windows[-1],
+            duration_s=sum(w.duration_s for w in windows),
+            cpu_max_pct=max(cpu) if cpu else None,
+            invalid_reasons=tuple(r for w in windows for r in w.invalid_reasons),
+        )
+        return step_row(window, model, stats, prices)
+
+    def open_requests(self) -> int:
+        """Open loop: the arrivals sent and not yet ended, as far as the samples received so far tell."""
+        total = 0
+        for _, stats in self.results():
+            c = stats.counts
+            total += c["arrivals"] - c["dropped"] - c["client_requests"]
+        return total
+
+    def step_e2e(self, step: int) -> tuple[Histogram, int, float]:
+        """Step ``step`` so far, all models, warm-up and steady: its successful requests' E2E histogram, its
+        completed requests and its steady requests per second."""
+        e2e, requests, steady = Histogram(), 0, 0
+        for key, stats in self.results():
+            if key.step == step and key.phase in (STEADY, WARMUP):
+                e2e.merge(stats.hist["e2e"])
+                requests += stats.counts["requests"]
+                steady += stats.counts["requests"] if key.phase == STEADY else 0
+        marks = [m for m in self.timeline.marks if m.step == step]
+        if not marks:
+            return e2e, requests, 0.0
+        later = [m.began_ns for m in self.timeline.marks if m.began_ns > marks[0].began_ns]
+        until = later[0] if later else (self.ended_ns or time.perf_counter_ns())
+        window_s = (until - marks[0].began_ns - marks[0].warmup_ns) / 1e9
+        return e2e, requests, steady / window_s if window_s > 0 else 0.0
+
+    def worker_rows(self) -> list[WorkerRow]:
+        """Per worker, step and phase: requests, ok and tokens (the master's breakdown of what it merged)."""
+        rows: list[WorkerRow] = []
+        for worker, table in sorted(self.by_worker.items()):
+            for key, stats in table:
+                c = stats.counts
+                cpu = self.health.get(key.step, StepHealth()).cpu_max_pct.get(worker)
+                rows.append(
+                    {
+                        "step": key.step,
+                        "phase": key.phase,
+                        "model": key.model,
+                        "worker": worker,
+                        "requests": c["requests"],
+                        "ok": c["ok"],
+                        "completion_tokens": c["completion_tokens"],
+                        "cpu_max_pct": None if cpu is None else round(cpu, 1),
+                    }
+                )
+        return rows

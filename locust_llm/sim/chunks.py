@@ -1,0 +1,122 @@
+"""The simulator's wire format: OpenAI chat-completion chunks, HTTP/1.1 chunk framing, error bodies. Pure.
+
+A streamed answer is a role chunk, one chunk per token (``reasoning_content`` first for a reasoning model), a finish
+chunk, a ``usage`` chunk when asked for, and ``data: [DONE]``. Token chunks share the role chunk's bytes around the
+token, so a token costs one concatenation.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+__all__ = ["DONE", "FINGERPRINT", "ChunkFormat", "completion_body", "error_body", "frame", "usage"]
+
+FINGERPRINT = "fp_locust_llm_sim"
+DONE = b"data: [DONE]\n\n"
+
+
+def frame(payload: bytes) -> bytes:
+    """One HTTP/1.1 chunk (``Transfer-Encoding: chunked``)."""
+    return b"%x\r\n%b\r\n" % (len(payload), payload)
+
+
+def usage(
+    prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0, reasoning_tokens: int = 0
+) -> dict[str, Any]:
+    return {
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens},
+        "completion_tokens_details": {"reasoning_tokens": reasoning_tokens},
+    }
+
+
+class ChunkFormat:
+    """The chunks of one completion (``chatcmpl-sim{seq_id}``)."""
+
+    __slots__ = ("completion_id", "created", "head", "include_usage", "model", "reasoning_head", "tail")
+
+    def __init__(self, seq_id: int, model: str, include_usage: bool) -> None:
+        self.completion_id = f"chatcmpl-sim{seq_id:012d}"
+        self.created = int(time.time())
+        self.model = model
+        self.include_usage = include_usage
+        role = self.role_chunk()
+        cut = role.index(b'"content":""') + len(b'"content":')
+        self.head = role[:cut].replace(b'"role":"assistant",', b"")
+        """A content chunk's bytes before the JSON string of its token."""
+        self.reasoning_head = self.head.replace(b'"content":', b'"reasoning_content":')
+        """A reasoning chunk's bytes before the JSON string of its token."""
+        self.tail = role[cut + 2 :]
+        """A content chunk's bytes after the JSON string of its token."""
+
+    def chunk(self, delta: dict[str, Any] | None, finish_reason: str | None, usage: Any = None) -> bytes:
+        obj: dict[str, Any] = {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": FINGERPRINT,
+            "choices": []
+            if delta is None
+            else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}],
+        }
+        if self.include_usage:
+            obj["usage"] = usage
+        return b"data: " + orjson.dumps(obj) + b"\n\n"
+
+    def role_chunk(self) -> bytes:
+        return self.chunk({"role": "assistant", "content": ""}, None)
+
+    def token_chunk(self, token_json: bytes) -> bytes:
+        return self.head + token_json + self.tail
+
+    def final_chunks(
+        self,
+        finish_reason: str,
+        prompt_tokens: int,
+        completion_tokens: int,
+        done: bool = True,
+        cached_tokens: int = 0,
+        reasoning_tokens: int = 0,
+    ) -> bytes:
+        """The finish chunk, the usage chunk (when asked for) and, unless ``done`` is False, ``[DONE]``."""
+        out = self.chunk({}, finish_reason)
+        if not done:
+            return out
+        if self.include_usage:
+            out += self.chunk(None, None, usage(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens))
+        return out + DONE
+
+
+def completion_body(
+    fmt: ChunkFormat, text: str, prompt_tokens: int, completion_tokens: int, cached_tokens: int = 0
+) -> bytes:
+    """A non-streamed ``chat.completion``."""
+    return orjson.dumps(
+        {
+            "id": fmt.completion_id,
+            "object": "chat.completion",
+            "created": fmt.created,
+            "model": fmt.model,
+            "system_fingerprint": FINGERPRINT,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text},
+                    "logprobs": None,
+                    "finish_reason": "length",
+                }
+            ],
+            "usage": usage(prompt_tokens, completion_tokens, cached_tokens),
+        }
+    )
+
+
+def error_body(message: str, err_type: str, code: str | None = None, param: str | None = None) -> bytes:
+    """An OpenAI-style error object."""
+    return orjson.dumps({"error": {"message": message, "type": err_type, "param": param, "code": code}})

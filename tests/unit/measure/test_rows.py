@@ -1,0 +1,57 @@
+import pytest
+
+from locust_llm.measure.rows import COLUMNS, StepWindow, format_table, step_rows
+from locust_llm.measure.sla import Prices
+from locust_llm.measure.stats import StatsTable
+from locust_llm.measure.timeline import Timeline
+from locust_llm.protocol.metrics import Outcome, RequestResult
+
+MS = 1_000_000
+
+
+def table_with(results):
+    t = Timeline()
+    t.begin(1, 4, 0, 0)
+    table = StatsTable()
+    for r in results:
+        table.add(r, t.locate)
+    return table
+
+
+def ok(sent_ms, ttft_ms, n=5, itl_ms=10):
+    tokens = [(sent_ms + ttft_ms + i * itl_ms) * MS for i in range(n)]
+    return RequestResult(
+        "m", sent_ms * MS, sent_ms * MS, tokens[-1], token_ns=tokens, completion_tokens=n, prompt_tokens=20
+    )
+
+
+def test_row_values_follow_the_documented_formulas():
+    results = [ok(0, 100), ok(10, 200), RequestResult("m", 0, 0, 50 * MS, outcome=Outcome.HTTP_429)]
+    rows = step_rows(table_with(results), [StepWindow(1, 4, 0.0, 10.0, 0.0)], Prices(1.0, 2.0))
+    assert len(rows) == 1
+    row = rows[0]
+    assert set(row) == set(COLUMNS)
+    assert (row["requests"], row["ok"], row["errors"], row["status_429"]) == (3, 2, 1, 1)
+    assert (row["prompt_tokens"], row["completion_tokens"]) == (40, 10)
+    assert row["req_s"] == pytest.approx(0.3) and row["output_tok_s"] == pytest.approx(1.0)
+    assert row["ttft_p50_ms"] == pytest.approx(100, rel=0.01) and row["ttft_p99_ms"] == pytest.approx(200, rel=0.01)
+    assert row["itl_p50_ms"] == pytest.approx(10, rel=0.01)
+    assert row["cost_usd"] == pytest.approx(40 * 1.0 / 1e6 + 10 * 2.0 / 1e6)
+    assert row["valid"] is True
+
+
+def test_no_prices_no_cost_and_invalid_windows_are_marked():
+    rows = step_rows(table_with([ok(0, 100)]), [StepWindow(1, 4, 0.0, 10.0, 0.0, invalid_reasons=("cpu 95%",))])
+    assert rows[0]["cost_usd"] is None
+    assert rows[0]["valid"] is False and rows[0]["invalid_reasons"] == "cpu 95%"
+
+
+def test_format_table_aligns_columns_and_shows_missing_values():
+    rows = step_rows(
+        table_with([RequestResult("m", 0, 0, 50 * MS, outcome=Outcome.TIMEOUT)]),
+        [StepWindow(1, 4, 0.0, 10.0, 0.0)],
+    )
+    text = format_table(rows)
+    header, line = text.splitlines()
+    assert len(header) == len(line)
+    assert "TTFT p99 ms" in header and " - " in line
