@@ -2,7 +2,7 @@
 
 ``bench/generator.py`` runs each generator once per repeat, one after the other, against a fresh pacing server, so
 the i-th run of one generator and the i-th run of another were measured minutes apart on the same machine: they
-form a pair. Rules (each a pure function, tested in ``tests/unit/test_bench_verdict.py``):
+form a pair. Rules (each a pure function, tested in ``bench/tests/test_verdict.py``):
 
 - **Disturbed runs.** A run whose pacing server fell behind, writing more than :data:`SERVER_BEHIND_PCT` % of the
   window's tokens over 5 ms late (the simulator's own rule for when its timing stops being ground truth,

@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.procs import LOCUSTFILE, ROOT, clean_env, read_csv, run_locust, server
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 KEY = "sk-test-RECOGNISABLE-0123456789"
 
 

@@ -12,6 +12,8 @@ import pytest
 
 from tests.support.procs import LOCUSTFILE, ROOT, at_once, clean_env, read_csv, run_locust, sim
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 PACING = ("--ttft-ms", "50", "--itl-ms", "5", "--capacity", "64")
 
 

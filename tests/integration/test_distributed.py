@@ -8,6 +8,8 @@ import pytest
 from tests.support.procs import distributed_run, read_csv, run_locust, sim
 from tests.support.truth import assert_pacing_truth
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 TTFT_MS, ITL_MS, MAX_TOKENS = 100.0, 10.0, 32
 SIM = ("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--capacity", "256")
 SWEEP = (

@@ -10,6 +10,8 @@ import pytest
 
 from tests.support.procs import at_once, run_locust
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 SWEEP = ("--headless", "--steps", "8,16,32,64", "--step-duration", "8s", "--max-tokens", "64")
 
 

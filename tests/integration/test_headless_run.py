@@ -7,6 +7,8 @@ import pytest
 from tests.support.procs import read_csv, run_locust
 from tests.support.truth import assert_pacing_truth
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 TTFT_MS, ITL_MS, MAX_TOKENS = 150.0, 10.0, 16
 
 

@@ -9,6 +9,8 @@ from locust_llm.reports.summary import sim_kept_up
 from tests.integration.test_web_ui import fetch, wait_for, web_ui
 from tests.support.procs import distributed_run, read_csv, run_locust, sim
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 # pacing: TTFT 100 ms, 15 gaps of 10 ms: a request lasts 250 ms; 8 at once: 32 requests/s at most
 SIM = "--ttft-ms 100 --itl-ms 10 --capacity 8"
 TTFT_MS = 100.0

@@ -9,6 +9,8 @@ import pytest
 
 from tests.support.procs import run_locust
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 
 def chromium():
     path = os.environ.get("LOCUST_LLM_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")

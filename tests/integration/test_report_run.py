@@ -11,6 +11,8 @@ import pytest
 
 from tests.support.procs import ROOT, clean_env, run_locust, sim
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 SHORT = (
     "--headless",
     "--steps",

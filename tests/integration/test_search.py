@@ -17,6 +17,8 @@ from tests.integration.test_report_browser import chromium, headless
 from tests.integration.test_web_ui import fetch, wait_for, web_ui
 from tests.support.procs import distributed_run, read_csv, run_locust, sim
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 TTFT_MS, ITL_MS, TOKENS = 100.0, 10.0, 16
 SERVICE_MS = TTFT_MS + (TOKENS - 1) * ITL_MS  # 250 ms
 FAST = ("--search-min-requests", "60", "--warmup", "2s", "--max-tokens", str(TOKENS), "--step-duration", "20s")

@@ -9,6 +9,8 @@ from locust_llm.sim.command import add_arguments, config_from_args
 from locust_llm.sim.truth import replay_closed_loop, saturation_users, steady_state
 from tests.support.procs import read_csv, run_locust
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 SIM_ARGS = "--kv-blocks 40 --output-fraction 1 --decode-ms 2:10,4:11,8:12,16:14,32:16 --prefill-ms-per-1k 20"
 MAX_TOKENS = 32
 STEPS = (2, 4, 8, 16, 24)

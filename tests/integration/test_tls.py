@@ -14,6 +14,8 @@ import pytest
 from tests.support.connect_proxy import connect_proxy
 from tests.support.procs import ROOT, clean_env, read_csv, run_locust, server
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 TTFT_MS, ITL_MS, TOKENS = 50.0, 10.0, 16
 SWEEP = (
     "--headless",

@@ -9,6 +9,8 @@ import pytest
 
 from tests.support.procs import read_csv, run_locust
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 PACING = "--ttft-ms 50 --itl-ms 5 --capacity 64 --max-concurrent-per-key 3 --retry-after-s 0.5"
 SHORT = (
     "--headless",

@@ -13,6 +13,8 @@ import pytest
 
 from tests.support.procs import LOCUSTFILE, clean_env, free_port, read_csv, server
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 KEY = "sk-test-WEBUI-4242"
 
 

@@ -14,6 +14,8 @@ from tests.integration.test_report_browser import chromium
 from tests.integration.test_web_ui import fetch, steps_json, wait_for, web_ui
 from tests.support.procs import ROOT, clean_env, disturbance_only, free_port
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 DOCS = ROOT / "docs"
 UPDATE_DOCS = bool(os.environ.get("LOCUST_LLM_UPDATE_DOCS"))  # refresh README's screenshots from this real run
 ARGS = ("--steps", "2,4,8", "--step-duration", "6s", "--warmup", "1s", "--max-tokens", "16")

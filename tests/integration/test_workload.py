@@ -8,6 +8,8 @@ import pytest
 
 from tests.support.procs import LOCUSTFILE, ROOT, at_once, read_csv, run_locust, sim
 
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
 REASONING = 48  # the reasoning preset's thinking tokens per answer
 
 

@@ -8,8 +8,12 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 from tests.k8s.conftest import ROOT, render
 from tests.support.procs import clean_env, disturbed, free_port, server
+
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
 WORKERS = 2  # the overlay has 1; scaling the worker Job (and --expect-workers with it) must work too
 
