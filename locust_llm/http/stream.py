@@ -16,7 +16,7 @@ from typing import Any
 
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
-from locust_llm.http.attempt import Attempt, FirstToken, preview, progress
+from locust_llm.http.attempt import Attempt, FirstToken, end_of_stream, preview, progress
 from locust_llm.http.chunked import Unchunker
 from locust_llm.http.loop import loop_turn
 from locust_llm.http.post import header, is_event_stream, post
@@ -153,7 +153,7 @@ def _read_events(
         result.end_ns = clock()
     attempt.check_not_empty()
     if result.token_ns and not tokens.done:
-        result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]'{progress(result)}")
+        end_of_stream(result)
 
 
 def _read_rest(

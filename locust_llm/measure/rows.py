@@ -92,6 +92,9 @@ class StepRow(TypedDict):
     reconnects: int
     hedges: int
     hedge_wins: int
+    error_backoffs: int
+    error_backoff_s: float
+    no_done: int
     offered_req_s: float | None
     served_req_s: float | None
     in_flight_p50: float | None
@@ -231,6 +234,9 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "reconnects": c["reconnects"],
         "hedges": c["hedges"],
         "hedge_wins": c["hedge_wins"],
+        "error_backoffs": c["error_backoffs"],
+        "error_backoff_s": round(c["error_backoff_ms"] / 1000.0, 3),
+        "no_done": c["no_done"],
         "offered_req_s": window.rate,
         "served_req_s": None if window.rate is None else _rate(c["client_ok"], d),
         "in_flight_p50": _in_flight(stats, 0.5),

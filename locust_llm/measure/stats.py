@@ -42,6 +42,7 @@ COUNTERS = (
     "cached_prompt_tokens",
     "reasoning_tokens",
     "estimated_token_requests",
+    "no_done",
     # client discipline (see locust_llm.users.flow)
     "client_requests",
     "client_ok",
@@ -53,6 +54,8 @@ COUNTERS = (
     "reconnects",
     "hedges",
     "hedge_wins",
+    "error_backoffs",
+    "error_backoff_ms",
     # open loop (see locust_llm.users.open_loop)
     "arrivals",
     "dropped",
@@ -219,6 +222,8 @@ class StatsTable:
         counts["reasoning_tokens"] += result.reasoning_tokens
         if result.tokens_estimated or result.reasoning_estimated:
             counts["estimated_token_requests"] += 1
+        if result.no_done:
+            counts["no_done"] += 1
         if result.ok:
             if result.turn:
                 end.turn(result.turn).add(result)

@@ -115,6 +115,7 @@ class RequestResult:
     reasoning_estimated: bool = False
     turn: int = 0  # the turn of a conversation this request is (1-based; 0: not a conversation)
     reply: str = ""  # the answer text, kept only for conversations
+    no_done: bool = False  # complete without ``data: [DONE]``: a finish_reason came and the body ended cleanly
 
     @property
     def ok(self) -> bool:

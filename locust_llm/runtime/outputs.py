@@ -131,9 +131,10 @@ def totals(run: LLMRun) -> dict[str, Any]:
     """Every request the run recorded, all steps and phases (warm-up, steady, drain) together and by phase; with
     open-loop arrivals, ``open_loop``: the arrivals, those dropped at the in-flight cap, those sent, the client
     requests that ended (retries and fallbacks included, each counted once) and ``unended``, sent but never ended
-    (cancelled when the run stopped: 0 when the drain let every request finish)."""
+    (cancelled when the run stopped: 0 when the drain let every request finish); ``no_done``: the streams that ended
+    without ``data: [DONE]`` after a ``finish_reason`` (complete)."""
     by_phase: dict[str, dict[str, int]] = {}
-    arrivals = dropped = ended = 0
+    arrivals = dropped = ended = no_done = 0
     for key, stats in run.collector.results():
         phase = by_phase.setdefault(key.phase, {"requests": 0, "ok": 0})
         phase["requests"] += stats.counts["requests"]
@@ -141,10 +142,12 @@ def totals(run: LLMRun) -> dict[str, Any]:
         arrivals += stats.counts["arrivals"]
         dropped += stats.counts["dropped"]
         ended += stats.counts["client_requests"]
+        no_done += stats.counts["no_done"]
     out: dict[str, Any] = {
         "requests": sum(p["requests"] for p in by_phase.values()),
         "ok": sum(p["ok"] for p in by_phase.values()),
         "by_phase": by_phase,
+        "no_done": no_done,
     }
     if arrivals:
         sent = arrivals - dropped
@@ -222,6 +225,12 @@ def finish(run: LLMRun) -> None:
     code: int | None = None
     try:
         meta = run_meta(run, step_rows)
+        if meta["totals"]["no_done"]:
+            logger.warning(
+                "locust-llm: the server ends streams without [DONE] (%d requests); counted as complete because "
+                "each had a finish_reason",
+                meta["totals"]["no_done"],
+            )
         if prefix:
             write_csvs(run)
             write_text_atomic(Path(f"{prefix}_llm_run.json"), json.dumps(meta, indent=2, default=str) + "\n")

@@ -16,7 +16,7 @@ import orjson
 from locust import User
 from locust.env import Environment
 
-from locust_llm.http.attempt import Attempt, FirstToken
+from locust_llm.http.attempt import Attempt, FirstToken, end_of_stream
 from locust_llm.protocol.metrics import RequestResult
 from locust_llm.protocol.sse import ANSWER_FIELDS, REASONING_FIELDS, parse_chunk
 from locust_llm.protocol.tokens import estimate_prompt_tokens
@@ -42,13 +42,12 @@ class OpenAISdkUser(LLMUserMixin, User):
                 "keep the streams per worker core low (see README) and watch the steps' validity."
             )
         headers = {"User-Agent": self.user_agent, **dict(self.config.headers)}
-        proxy = self.llm.proxy(
-            self.host
-        )  # trust and proxy as ChatStreamUser's (locust_llm.config.tls), not httpx's own
+        # trust and proxy as ChatStreamUser's (locust_llm.config.tls), not httpx's own
+        proxy = self.llm.proxy(self.host)
         http = openai.DefaultHttpxClient(
             verify=self.config.tls.httpx_verify(), trust_env=False, proxy=proxy.url() if proxy else None
         )
-        self.client = openai.OpenAI(
+        self.client = _Client(
             http_client=http,
             api_key=self.config.api_key or "not-needed",
             base_url=(self.host or "").rstrip("/"),
@@ -67,6 +66,7 @@ class OpenAISdkUser(LLMUserMixin, User):
     ) -> RequestResult:
         with Attempt(model, intended_ns, self.config.request_timeout_s, self.config.secrets) as attempt:
             result = attempt.result
+            self.client.events = None
             try:
                 stream = self.client.chat.completions.create(  # type: ignore[call-overload]
                     model=model,
@@ -87,6 +87,9 @@ class OpenAISdkUser(LLMUserMixin, User):
                 result.end_ns = attempt.clock()
                 result.reply = "".join(replies or ())
                 attempt.check_not_empty()
+                events = self.client.events
+                if result.token_ns and events is not None and not events.done:
+                    end_of_stream(result)
             except openai.APIStatusError as exc:
                 response = exc.response
                 attempt.header = response.headers.get
@@ -108,6 +111,34 @@ class OpenAISdkUser(LLMUserMixin, User):
                     attempt.connection_error(exc)
         result.fill_token_counts(estimate_prompt_tokens(messages))
         return result
+
+
+class _DoneWatch:
+    """One stream's SSE decoder, noting whether ``data: [DONE]`` came: the SDK stops at it and tells no one."""
+
+    def __init__(self, decoder: Any) -> None:
+        self.decoder = decoder
+        self.done = False
+
+    def iter_bytes(self, iterator: Any) -> Any:
+        for event in self.decoder.iter_bytes(iterator):
+            if event.data.startswith("[DONE]"):
+                self.done = True
+            yield event
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.decoder, name)
+
+
+class _Client(openai.OpenAI):
+    """The SDK's client, keeping the SSE decoder of its latest stream (``_make_sse_decoder``, the SDK's own hook;
+    without it the stream's end is taken as complete, as the SDK takes it)."""
+
+    events: _DoneWatch | None = None
+
+    def _make_sse_decoder(self) -> Any:
+        self.events = _DoneWatch(super()._make_sse_decoder())
+        return self.events
 
 
 def _transport_error(exc: Exception) -> bool:

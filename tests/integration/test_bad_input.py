@@ -142,6 +142,30 @@ def test_valid_but_unusual_streams_work(tmp_path, mode):
 
 
 @pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "locustfile_sdk.py"], ids=["fasthttp", "sdk"])
+def test_a_stream_that_ends_cleanly_after_a_finish_reason_is_complete_without_done(tmp_path, locustfile):
+    with server(sys.executable, "-m", "tests.support.bad_server", "no-done") as url:
+        proc = short_run(url, tmp_path, locustfile=locustfile)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (row,) = read_csv(tmp_path / "run_llm_steps.csv")
+    assert int(row["errors"]) == 0 and int(row["no_done"]) == int(row["ok"]) > 0, row
+    totals = json.loads((tmp_path / "run_llm_run.json").read_text())["totals"]
+    assert totals["no_done"] == totals["ok"] == totals["requests"] > 0
+    warning = f"the server ends streams without [DONE] ({totals['no_done']} requests); counted as complete"
+    assert proc.stderr.count(warning) == 1, proc.stderr[-3000:]
+
+
+@pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "locustfile_sdk.py"], ids=["fasthttp", "sdk"])
+def test_a_stream_that_ends_without_done_or_a_finish_reason_is_truncated(tmp_path, locustfile):
+    with server(sys.executable, "-m", "tests.support.bad_server", "no-finish") as url:
+        proc = short_run(url, tmp_path, locustfile=locustfile)
+    assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
+    errors = failures(tmp_path)
+    assert list(errors) == ["stream ended without 'data: [DONE]' or a finish_reason (mid-stream)"], errors
+    (row,) = read_csv(tmp_path / "run_llm_steps.csv")
+    assert int(row["protocol_errors"]) == int(row["requests"]) > 0 and int(row["no_done"]) == 0, row
+
+
+@pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "locustfile_sdk.py"], ids=["fasthttp", "sdk"])
 def test_in_stream_errors_read_the_same_from_both_users_and_hide_the_key(tmp_path, locustfile):
     with server(sys.executable, "-m", "tests.support.bad_server", "echo-stream-error") as url:
         proc = short_run(url, tmp_path, locustfile=locustfile)

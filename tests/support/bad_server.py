@@ -6,6 +6,8 @@ Modes:
 - ``cut``: 200 SSE, two tokens, then the connection is dropped;
 - ``json200``: 200 with a JSON body although a stream was asked for;
 - ``ok``: a proper short stream (three tokens, usage, ``[DONE]``);
+- ``no-done``: three tokens, a finish chunk and usage, then the body ends without ``[DONE]`` (older TGI, llama.cpp);
+- ``no-finish``: three tokens and usage, then the body ends: neither a finish_reason nor ``[DONE]``;
 - ``revoke:N``: ``ok`` for the first N requests, then 401 (a key revoked mid-run);
 - ``cr``, ``crlf``: ``ok`` with lines ending in CR alone / CRLF; ``keepalive``: ``ok`` with bare ``data:`` lines;
 - ``ratelimit-stream``: a 200 stream whose first event is a rate-limit error object;
@@ -23,6 +25,7 @@ import json
 import sys
 
 TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason":null}]}\n\n'
+FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}\n\n'
 DONE = b"data: [DONE]\n\n"
 SEEN: dict = {"requests": 0, "auth": [], "headers": {}}
@@ -74,6 +77,10 @@ async def answer(mode: str, key: bytes, writer: asyncio.StreamWriter) -> bool:
         return False
     elif name in ("ok", "revoke"):
         await _stream(writer, ok)
+    elif name == "no-done":
+        await _stream(writer, [TOKEN, TOKEN, TOKEN, FINISH, USAGE])
+    elif name == "no-finish":
+        await _stream(writer, [TOKEN, TOKEN, TOKEN, USAGE])
     elif name in ("cr", "crlf"):
         await _stream(writer, ok, b"\r" if name == "cr" else b"\r\n")
     elif name == "keepalive":

@@ -148,6 +148,23 @@ def test_stream_cut_without_done_is_truncated():
     assert len(result.token_ns) == 2  # the tokens that did arrive are kept
 
 
+def test_a_stream_ended_cleanly_after_a_finish_reason_is_complete_without_done():
+    """Older TGI and llama.cpp servers end a stream after its finish and usage chunks, with no ``[DONE]``."""
+    result, _ = run(FakeResponse(lines=ROLE + content("a") + content("b") + FINISH + USAGE))
+    assert result.ok and result.no_done and result.finish_reason == "length" and result.completion_tokens == 3
+
+
+def test_a_stream_with_done_is_not_counted_as_ending_without_it():
+    result, _ = run(FakeResponse(lines=ROLE + content("a") + FINISH + USAGE + DONE))
+    assert result.ok and not result.no_done
+
+
+def test_a_stream_ended_without_done_or_a_finish_reason_is_truncated_even_with_usage():
+    result, _ = run(FakeResponse(lines=ROLE + content("a") + USAGE))
+    assert result.outcome is Outcome.TRUNCATED and not result.no_done
+    assert result.error == "stream ended without 'data: [DONE]' or a finish_reason (mid-stream)"
+
+
 def test_done_without_tokens_is_an_empty_stream():
     result, _ = run(FakeResponse(lines=ROLE + FINISH + DONE))
     assert result.outcome is Outcome.EMPTY
