@@ -3,7 +3,9 @@
 ``honor`` waits what the server asked (``retry-after-ms``, else ``Retry-After`` in seconds or as a date), else full
 jitter ``uniform(0, min(backoff_max, backoff_base * 2 ** attempt))``; an unusable value (negative, NaN, a past date)
 takes the backoff, never "retry now". ``none`` moves on; ``naive`` retries at once (a retry storm, to show one).
-Every wait is capped at ``--max-retry-wait``.
+Under ``honor`` a user whose client requests keep failing on the server's side (a 5xx, a reset, a broken stream)
+also backs off before its next request with the same jitter, growing with the failures in a row and reset by a
+success. Every wait is capped at ``--max-retry-wait``.
 """
 
 from __future__ import annotations
@@ -13,10 +15,26 @@ import random
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 
-__all__ = ["POLICIES", "RETRYABLE", "FlowConfig", "RetryPolicy", "Wait", "retry_after_s"]
+from locust_llm.protocol.metrics import Outcome
+
+__all__ = ["POLICIES", "RETRYABLE", "SERVER_ERRORS", "FlowConfig", "RetryPolicy", "Wait", "retry_after_s"]
 
 POLICIES = ("honor", "none", "naive")
 RETRYABLE = frozenset({429, 503})
+SERVER_ERRORS = frozenset(
+    {
+        Outcome.HTTP_5XX,
+        Outcome.HTTP_OTHER,
+        Outcome.STREAM_ERROR,
+        Outcome.CONNECTION,
+        Outcome.MALFORMED,
+        Outcome.EMPTY,
+        Outcome.TRUNCATED,
+        Outcome.NOT_SSE,
+    }
+)
+"""Failures on the server's side (a 5xx, a reset, a body that is not a stream or breaks the protocol, an error sent in
+the stream): under ``honor`` a user backs off after them (:meth:`RetryPolicy.error_backoff`)."""
 
 
 def _seconds(text: str, scale: float) -> float | None:
@@ -82,6 +100,14 @@ class RetryPolicy:
     def wait_s(self, server_wait_s: float | None, attempt: int, rng: random.Random) -> float:
         """``honor``'s wait: the server's, else full-jitter exponential backoff; at most ``max_wait_s``."""
         return self.wait(server_wait_s, attempt, rng).seconds
+
+    def error_backoff(self, failures: int, rng: random.Random) -> Wait | None:
+        """``honor``'s pause after ``failures`` client requests in a row failed on the server's side (see
+        :data:`SERVER_ERRORS`): full jitter ``uniform(0, min(backoff_max, backoff_base * 2 ** (failures - 1)))``, at
+        most ``max_wait_s``; None under the other policies and after a success."""
+        if self.name != "honor" or failures < 1:
+            return None
+        return self.wait(None, failures - 1, rng)
 
     def wait(self, server_wait_s: float | None, attempt: int, rng: random.Random) -> Wait:
         """Like :meth:`wait_s`, saying whether the cap applied. Draws the jitter once per call."""

@@ -37,7 +37,7 @@ RESET_MESSAGE = "locust_llm_reset"
 REPORT_KEY = "locust_llm"
 
 
-def _step_data(mark: Any, elapsed_ns: int) -> dict[str, Any]:
+def _step_data(mark: Any, elapsed_ns: int, hold_ns: int) -> dict[str, Any]:
     return {
         "step": mark.step,
         "users": mark.users,
@@ -45,6 +45,7 @@ def _step_data(mark: Any, elapsed_ns: int) -> dict[str, Any]:
         "elapsed_ns": elapsed_ns,
         "rate": mark.rate,
         "processes": mark.processes,
+        "hold_ns": hold_ns,
     }
 
 
@@ -69,6 +70,9 @@ class Collector:
         self._cpu = CpuSampler()
         self._known_workers: set[str] = set()
         self._greenlet: gevent.Greenlet | None = None
+        self.hold_until_ns = 0
+        """Before this (local clock) no user sends its first request: a Retry-After the preflight was given. A master
+        passes the time left with each step message."""
 
     # -- wiring ------------------------------------------------------------------------------------------------
 
@@ -97,6 +101,7 @@ class Collector:
         self.clear(keep_steps=False)
         self.run = run
         self.began_ns = self.ended_ns = None
+        self.hold_until_ns = 0
         self.closed = False
         if self._greenlet is None:
             self._greenlet = gevent.spawn(self._sample_loop)
@@ -162,7 +167,7 @@ class Collector:
             self.began_ns = now
         mark = self.timeline.begin(step, users, now, warmup_ns, rate, processes)
         if self.role == "master":
-            self._send(STEP_MESSAGE, _step_data(mark, 0))
+            self._send(STEP_MESSAGE, _step_data(mark, 0, max(0, self.hold_until_ns - now)))
 
     def stop(self) -> None:
         """The run was stopped before its shape ended: its current step is partial."""
@@ -190,7 +195,8 @@ class Collector:
         mark = self.timeline.current
         if mark is None:
             return
-        self._send(STEP_MESSAGE, _step_data(mark, time.perf_counter_ns() - mark.began_ns), client_id)
+        now = time.perf_counter_ns()
+        self._send(STEP_MESSAGE, _step_data(mark, now - mark.began_ns, max(0, self.hold_until_ns - now)), client_id)
 
     # -- worker side -------------------------------------------------------------------------------------------
 
@@ -199,6 +205,8 @@ class Collector:
         data = msg.data
         now = time.perf_counter_ns()
         rate = data.get("rate")
+        if data.get("hold_ns"):
+            self.hold_until_ns = max(self.hold_until_ns, now + int(data["hold_ns"]))
         self.timeline.begin(
             int(data["step"]),
             int(data["users"]),

@@ -2,7 +2,8 @@
 
 Built like every other request, with a deadline of at most 30 s. A systematic failure (HTTP 400/401/403/404,
 connection refused, DNS, TLS) stops the run before any load with one line naming what to fix; any other failure is
-reported and the run goes on. Its measurements are not recorded.
+reported and the run goes on; a Retry-After it is given (429, 503) holds every user's first request until it has
+passed, under ``honor``. Its measurements are not recorded.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from geventhttpclient.url import URL
 from locust_llm.config.tls import client_kwargs
 from locust_llm.http.stream import run_stream
 from locust_llm.protocol.metrics import SYSTEMATIC
+from locust_llm.protocol.retry import RETRYABLE
 from locust_llm.runtime.run import LLMRun
 
 __all__ = ["PREFLIGHT_TIMEOUT_S", "preflight"]
@@ -53,6 +55,9 @@ def preflight(run: LLMRun) -> str | None:
         )
     finally:
         http.close()
+    if result.status in RETRYABLE and result.retry_after_s is not None:
+        wait = config.flow.policy.wait(result.retry_after_s, 0, random.Random())
+        run.collector.hold_until_ns = result.end_ns + int(wait.seconds * 1e9)
     if result.ok:
         logger.info("locust-llm: preflight request to %s answered (TTFT %.0f ms)", host, (result.ttft_ns or 0) / 1e6)
         return None

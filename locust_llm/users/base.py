@@ -75,7 +75,13 @@ class LLMUserMixin:
         self.workload = config.workload
         self.keep_reply = config.workload.conversations
         self.turn = 0
-        self.flow = Flow(self._send_turn if self.keep_reply else self.send, self.llm.recorder, config.flow, self.rng)
+        self.flow = Flow(
+            self._send_turn if self.keep_reply else self.send,
+            self.llm.recorder,
+            config.flow,
+            self.rng,
+            error_backoff=not config.open_loop,
+        )
         self.user_agent = f"locust-llm/{__version__} (user {os.getpid()}-{self.user_number})"
         self._intended_ns = 0
         if config.open_loop:
@@ -120,6 +126,9 @@ class LLMUserMixin:
         return seconds
 
     def on_start(self) -> None:
+        hold_until_ns = self.llm.collector.hold_until_ns
+        if hold_until_ns > time.perf_counter_ns():  # the preflight was told to come back later: so is every user
+            self.flow.hold(self.llm.model, hold_until_ns)
         if self.open_loop is not None:
             return  # arrivals are spread by their schedule
         delay = self.rng.random() * self.first_request_spread_s

@@ -4,7 +4,9 @@
 attempt refused with a ``--fallback-on`` status goes at once to the next model of the route. (3) With
 ``--hedge-ttft-ms X`` an attempt without a first token after X ms is raced by the next model; the first to stream
 wins. (4) A refused attempt the retry policy retries starts again at (1). (5) After a systematic failure the user
-pauses. Every attempt that ends is recorded once, with its own intended start; the client request once more, from its
+pauses. (6) Under ``honor``, after client requests that failed on the server's side (a 5xx, a reset, a broken
+stream) the user backs off before its next request, with full jitter growing with the failures in a row; a success
+resets it. Every attempt that ends is recorded once, with its own intended start; the client request once more, from its
 intended start. docs/methodology.md, "Retries, fallback and hedging".
 """
 
@@ -19,7 +21,7 @@ import gevent
 import gevent.event
 
 from locust_llm.protocol.metrics import SYSTEMATIC, RequestResult
-from locust_llm.protocol.retry import RETRYABLE, FlowConfig, Wait
+from locust_llm.protocol.retry import RETRYABLE, SERVER_ERRORS, FlowConfig, Wait
 
 __all__ = ["SYSTEMATIC_PAUSE_S", "Flow", "FlowConfig", "Recorder", "Sender"]
 
@@ -55,19 +57,32 @@ class Flow:
         config: FlowConfig,
         rng: random.Random,
         clock: Callable[[], int] = time.perf_counter_ns,
+        error_backoff: bool = True,
     ) -> None:
         self.send = send
         self.recorder = recorder
         self.config = config
         self.rng = rng
         self.clock = clock
+        self.error_backoff = error_backoff
+        """Whether this user backs off after server-side failures (step 6; closed loop: an arrival keeps its time)."""
         self.cooldown_ns: dict[str, int] = {}  # model -> until when this user must not send to it
+        self.failures = 0  # client requests in a row that failed on the server's side (step 6)
+        self.backoff_until_ns = 0
+
+    def hold(self, model: str, until_ns: int) -> None:
+        """Send nothing to ``model`` before ``until_ns``: a Retry-After the run was given before this user's first
+        request (the preflight's), kept as a refusal's is under ``honor``."""
+        if self.config.policy.name == "honor":
+            self.cooldown_ns[model] = max(self.cooldown_ns.get(model, 0), until_ns)
 
     def request(self, primary: str, messages: Sequence[Message], max_tokens: int, intended_ns: int) -> RequestResult:
         """Make one client request (module docstring); returns the final attempt."""
         client_start = intended_ns
         route = [primary, *(m for m in self.config.fallbacks if m != primary)]
         retries = 0
+        if self.backoff_until_ns:
+            intended_ns = self._back_off(primary, intended_ns)
         while True:
             intended_ns = self._wait_turn(route, primary, intended_ns)
             result, wait = self._route(route, messages, max_tokens, intended_ns, retries)
@@ -81,7 +96,27 @@ class Flow:
         self.recorder.record_client(primary, client_start, result)
         if result.cause in SYSTEMATIC:
             gevent.sleep(SYSTEMATIC_PAUSE_S)
+        elif self.error_backoff:
+            self._count_failure(result)
         return result
+
+    def _count_failure(self, result: RequestResult) -> None:
+        """Step 6: a server-side failure draws the pause before this user's next request; a success resets it."""
+        self.failures = self.failures + 1 if result.outcome in SERVER_ERRORS else 0
+        wait = self.config.policy.error_backoff(self.failures, self.rng)
+        self.backoff_until_ns = 0 if wait is None else result.end_ns + int(wait.seconds * 1e9)
+
+    def _back_off(self, primary: str, intended_ns: int) -> int:
+        """Sleep out the error backoff (counted at its start); the attempt's new intended start. The client request
+        keeps its own: the pause is part of what the user waited."""
+        until, self.backoff_until_ns = self.backoff_until_ns, 0
+        now = self.clock()
+        if until <= now:
+            return intended_ns
+        self.recorder.count("error_backoffs", primary, 1, now)
+        self.recorder.count("error_backoff_ms", primary, (until - now) // 1_000_000, now)
+        gevent.sleep((until - now) / 1e9)
+        return max(intended_ns, until)
 
     def _retry_delay(self, result: RequestResult, wait: Wait | None, retries: int) -> float | None:
         policy = self.config.policy

@@ -9,6 +9,7 @@ import urllib.request
 
 import pytest
 
+from locust_llm.protocol.retry import RetryPolicy
 from tests.support.procs import LOCUSTFILE, ROOT, clean_env, read_csv, run_locust, server
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
@@ -198,3 +199,55 @@ def test_unusable_retry_after_values_never_turn_honor_into_a_storm(tmp_path, val
     assert int(row["status_429"]) > 0
     if value == "99999999999":
         assert int(row["retry_waits_capped"]) > 0
+
+
+def most_requests(policy, seconds, bound=1e-6):
+    """The fewest requests N a user of ``policy`` sends to a server that fails every request at once within
+    ``seconds`` with probability at least ``1 - bound``: the user's k-th wait is ``uniform(0, c_k)`` with ``c_k =
+    min(backoff_max, backoff_base * 2 ** (k - 1))``, and N requests need the first N - 1 waits to fit in ``seconds``,
+    each at most ``seconds``, which for waits drawn independently has probability at most ``prod(seconds / c_k)``
+    over the waits whose ``c_k`` exceeds ``seconds``."""
+    p, n = 1.0, 1
+    while p > bound:
+        cap = min(policy.backoff_max_s, policy.backoff_base_s * 2 ** (n - 1))
+        p *= min(1.0, seconds / cap)
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "locustfile_sdk.py"], ids=["fasthttp", "sdk"])
+@pytest.mark.parametrize("mode", ["http500", "json200"])
+def test_honor_backs_off_from_a_server_that_fails_at_once(tmp_path, mode, locustfile):
+    """2 users for a 4 s step against a server that fails every request at once (a 500, or a 200 that is not a
+    stream): the server sees at most what the policy allows in the run's time (``most_requests``)."""
+    with server(sys.executable, "-m", "tests.support.bad_server", mode) as url:
+        started = time.monotonic()
+        proc = short_run(url, tmp_path, "--seed", "1", seconds="4s", locustfile=locustfile)
+        elapsed_s = time.monotonic() - started
+        requests = seen(url)["requests"]
+    assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    (row,) = read_csv(tmp_path / "run_llm_steps.csv")
+    assert int(row["error_backoffs"]) > 0 and float(row["error_backoff_s"]) > 0, row
+    assert requests <= 1 + 2 * most_requests(RetryPolicy(), elapsed_s), requests  # + the preflight
+
+
+def test_naive_hammers_the_server_that_honor_backs_off_from(tmp_path):
+    """The same server under ``--retry-policy naive`` (today's storm, kept to compare): far more requests."""
+    with server(sys.executable, "-m", "tests.support.bad_server", "http500") as url:
+        started = time.monotonic()
+        short_run(url, tmp_path, "--retry-policy", "naive", seconds="3s")
+        elapsed_s = time.monotonic() - started
+        requests = seen(url)["requests"]
+    assert requests > 10 * (1 + 2 * most_requests(RetryPolicy(), elapsed_s)), requests
+
+
+def test_every_first_request_waits_for_the_retry_after_the_preflight_was_given(tmp_path):
+    """The preflight is refused with ``Retry-After: 2``: no user's request reaches the server before 2 s after the
+    server stamped the preflight (the client's wait starts later still, when the answer arrived)."""
+    with server(sys.executable, "-m", "tests.support.bad_server", "retry-after-first:2") as url:
+        proc = short_run(url, tmp_path, seconds="4s")
+        times = seen(url)["times"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert len(times) > 2 and min(times[1:]) - times[0] >= 2.0, [round(t - times[0], 3) for t in times[:6]]
+    (row,) = read_csv(tmp_path / "run_llm_steps.csv")
+    assert float(row["retry_wait_s"]) > 0  # the users' wait is counted as a retry wait

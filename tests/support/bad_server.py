@@ -12,9 +12,12 @@ Modes:
 - ``cr``, ``crlf``: ``ok`` with lines ending in CR alone / CRLF; ``keepalive``: ``ok`` with bare ``data:`` lines;
 - ``ratelimit-stream``: a 200 stream whose first event is a rate-limit error object;
 - ``echo-stream-error``: a 200 stream whose error object echoes the key;
-- ``retry-after:VALUE``: 429 with ``Retry-After: VALUE`` for every request.
+- ``retry-after:VALUE``: 429 with ``Retry-After: VALUE`` for every request;
+- ``retry-after-first:VALUE``: 429 with ``Retry-After: VALUE`` for the first request (the preflight), then ``ok``;
+- ``http500``, ``http502``: that status at once, for every request.
 
-``GET /seen`` answers ``{"requests": N, "auth": [every Authorization header seen], "headers": {name: values}}``.
+``GET /seen`` answers ``{"requests": N, "auth": [every Authorization header seen], "headers": {name: values},
+"times": [time.monotonic() when each request's head arrived]}``.
 Prints ``listening on http://127.0.0.1:PORT/v1`` when ready.
 """
 
@@ -23,12 +26,13 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
+import time
 
 TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason":null}]}\n\n'
 FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}\n\n'
 DONE = b"data: [DONE]\n\n"
-SEEN: dict = {"requests": 0, "auth": [], "headers": {}}
+SEEN: dict = {"requests": 0, "auth": [], "headers": {}, "times": []}
 
 
 def _response(status: str, content_type: str, body: bytes, chunked: bool = False, extra: str = "") -> bytes:
@@ -89,7 +93,12 @@ async def answer(mode: str, key: bytes, writer: asyncio.StreamWriter) -> bool:
         await _stream(writer, [_error(b"Rate limit reached for requests", b"rate_limit_exceeded")])
     elif name == "echo-stream-error":
         await _stream(writer, [TOKEN, _error(b"internal error for key " + key, b"server_error")])
-    elif name == "retry-after":
+    elif name == "retry-after-first" and SEEN["requests"] > 1:
+        await _stream(writer, ok)
+    elif name in ("http500", "http502"):
+        body = b'{"error": {"message": "upstream failed", "type": "server_error"}}'
+        writer.write(_response(f"{name[4:]} Server Error", "application/json", body))
+    elif name in ("retry-after", "retry-after-first"):
         body = b'{"error": {"message": "slow down", "type": "requests", "code": "rate_limit_exceeded"}}'
         writer.write(_response("429 Too Many Requests", "application/json", body, extra=f"Retry-After: {arg}\r\n"))
     await writer.drain()
@@ -115,6 +124,7 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
                 await writer.drain()
                 continue
             SEEN["requests"] += 1
+            SEEN["times"].append(time.monotonic())
             SEEN["auth"].append(auth.decode())
             if not await answer(mode, auth.split(b" ", 1)[-1], writer):
                 return

@@ -263,3 +263,49 @@ def test_a_systematic_failure_pauses_the_user_before_its_next_request(monkeypatc
     started = time.perf_counter()
     f.request("a", [], 8, 0)
     assert time.perf_counter() - started >= 0.1
+
+
+def test_honor_backs_off_after_server_side_failures_with_growing_jitter_and_a_success_resets_it():
+    """After the k-th client request in a row that failed on the server's side, the next one is sent no earlier than
+    the policy's draw ``uniform(0, min(backoff_max, backoff_base * 2 ** (k - 1)))`` after it ended, from the flow's
+    own seeded stream (no other draw is made for a 500); that wait is part of the next client request's latency."""
+    statuses = [500, 502, 500, 200, 500, 200]
+    send, calls = scripted({"a": list(statuses)})
+    rec = recorder()
+    policy = RetryPolicy("honor", backoff_base_s=0.02, backoff_max_s=0.05)
+    f = flow(send, rec, policy=policy)
+    for _ in statuses:
+        f.request("a", [], 8, time.perf_counter_ns())
+    draws = random.Random(0)
+    expected = [draws.uniform(0, min(0.05, 0.02 * 2**k)) for k in range(3)] + [0.0, draws.uniform(0, 0.02), 0.0]
+    for i in range(1, len(statuses)):
+        waited_s = (calls[i][2] - rec.results[i - 1].end_ns) / 1e9
+        assert waited_s >= expected[i - 1], (i, waited_s, expected)
+        if expected[i - 1]:
+            assert rec.clients[i][1] >= expected[i - 1] * 1e9  # the pause is in the client-perceived latency
+    assert rec.counts[("error_backoffs", "a")] == 4  # after 500, 502, 500 and the last 500, never after a 200
+    assert rec.counts[("error_backoff_ms", "a")] <= 1000 * sum(expected)
+
+
+def test_no_error_backoff_under_naive_or_none_or_in_open_loop():
+    for policy, open_loop in ((RetryPolicy("naive"), False), (RetryPolicy("none"), False), (RetryPolicy(), True)):
+        send, calls = scripted({"a": [500] * 3})
+        rec = recorder()
+        f = Flow(send, rec, FlowConfig(policy=policy), random.Random(0), error_backoff=not open_loop)
+        for _ in range(3):
+            f.request("a", [], 8, time.perf_counter_ns())
+        assert rec.counts[("error_backoffs", "a")] == 0 and len(calls) == 3, policy
+
+
+def test_a_hold_keeps_the_first_request_back_under_honor_only():
+    send, calls = scripted({"a": [200]})
+    f = flow(send, recorder())
+    until = time.perf_counter_ns() + 50_000_000
+    f.hold("a", until)
+    f.request("a", [], 8, time.perf_counter_ns())
+    assert calls[0][2] >= until
+    send, calls = scripted({"a": [200]})
+    f = flow(send, recorder(), policy=RetryPolicy("naive"))
+    f.hold("a", time.perf_counter_ns() + 10_000_000_000)
+    f.request("a", [], 8, time.perf_counter_ns())
+    assert len(calls) == 1  # sent at once: naive keeps no hold
