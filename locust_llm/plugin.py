@@ -9,12 +9,10 @@ writes the outputs; ``quit`` prints the per-step table and the capacity summary.
 from __future__ import annotations
 
 import atexit
-import gc
 import logging
 import sys
 from typing import Any
 
-import gevent
 import locust
 from locust.env import Environment
 
@@ -22,10 +20,11 @@ from locust_llm.config import gc_settings
 from locust_llm.config.flags import add_arguments
 from locust_llm.config.parsers import ConfigError
 from locust_llm.config.run_config import RunConfig
-from locust_llm.runtime import outputs
+from locust_llm.runtime import contract, outputs
 from locust_llm.runtime.embedded_sim import EmbeddedSim, SimStartError
 from locust_llm.runtime.interrupt import route_sigint_to_main
 from locust_llm.runtime.lifecycle import begin_run, end_run
+from locust_llm.runtime.locust_stats import write_final_csvs
 from locust_llm.runtime.run import FATAL_MESSAGE, LLMRun, all_runs, find_run, llm_run, new_run
 from locust_llm.runtime.webui import install_web_ui
 
@@ -47,6 +46,9 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
     route_sigint_to_main()
     run = new_run(environment, runner)
     run.begin_hook = begin_run
+    run.contract_broken = contract.check()
+    if run.contract_broken:
+        logger.warning(contract.describe(run.contract_broken))
     run.collector.attach()
     if run.is_worker:
         return
@@ -139,24 +141,14 @@ def _on_quitting(environment: Environment, **_kwargs: Any) -> None:
 
 
 def _on_quit(**_kwargs: Any) -> None:
-    _unfreeze_heap()  # a test that never stopped: gc.get_objects() below sees frozen objects only when unfrozen
+    _unfreeze_heap()  # a test that never stopped: gc.get_objects() in write_final_csvs sees only unfrozen objects
     for run in all_runs():
         if run.is_worker:
             continue
         outputs.print_results(run)
         if run.sim is not None:
             run.sim.stop()
-    _stop_locust_csv_writer()
-
-
-def _stop_locust_csv_writer() -> None:
-    """Locust closes its CSV files right after ``quit`` but leaves their writer greenlet running: a process that
-    yields after that (a --processes master waiting for its workers) logs ``I/O operation on closed file``. Let the
-    writer write once more now, then stop it."""
-    gevent.sleep(0)
-    for obj in gc.get_objects():
-        if isinstance(obj, gevent.Greenlet) and getattr(getattr(obj, "_run", None), "__name__", "") == "stats_writer":
-            obj.kill(block=False)
+    write_final_csvs()
 
 
 def install(events: Any = None) -> None:

@@ -484,6 +484,16 @@ FLAGS: tuple[Flag, ...] = (
         "steps",
     ),
     Flag(
+        "--fast-path",
+        "auto",
+        "How streams are read and Locust's statistics logged: auto (locust-llm's own reader and batched logging, "
+        "unless a library changed what they rely on: checked at start, said in one line) or off (the libraries' "
+        "public API alone: geventhttpclient's request and readline, one Locust event per row).",
+        "LOCUST_LLM_FAST_PATH",
+        _choice("auto", "off"),
+        "steps",
+    ),
+    Flag(
         "--locust-itl-events",
         "each",
         "Log each gap between tokens in Locust's 'ITL' row (each; in one call per "

@@ -69,6 +69,7 @@ class RunConfig:
     request_timeout_s: float
     warmup: Warmup
     itl_events: bool
+    fast_path: bool
     max_generator_cpu_pct: float
     max_sched_lag_ms: float
     min_step_requests: int
@@ -104,6 +105,7 @@ class RunConfig:
             request_timeout_s=v["request_timeout"],
             warmup=v["warmup"],
             itl_events=v["locust_itl_events"] == "each",
+            fast_path=v["fast_path"] == "auto",
             max_generator_cpu_pct=v["max_generator_cpu"],
             max_sched_lag_ms=v["max_sched_lag"] * 1000.0,
             min_step_requests=v["min_step_requests"],

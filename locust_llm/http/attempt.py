@@ -16,6 +16,7 @@ from types import TracebackType
 from typing import Any
 
 import gevent
+from gevent import GreenletExit
 
 from locust_llm.config.redact import redact
 from locust_llm.protocol.metrics import SYSTEMATIC, Outcome, RequestResult
@@ -103,7 +104,7 @@ class Attempt:
     token) fails the result as a timeout; any other exception passes through. The end time is stamped on exit
     when the client did not stamp it."""
 
-    __slots__ = ("_deadline", "clock", "header", "reply_slices", "result", "secrets", "timeout_s")
+    __slots__ = ("_deadline", "clock", "header", "on_cut", "reply_slices", "result", "secrets", "timeout_s")
 
     def __init__(
         self,
@@ -112,8 +113,12 @@ class Attempt:
         timeout_s: float,
         secrets: Sequence[str] = (),
         clock: Callable[[], int] = time.perf_counter_ns,
+        on_cut: Callable[[RequestResult], None] | None = None,
     ) -> None:
         self.clock = clock
+        self.on_cut = on_cut
+        """Called with the result of an attempt whose request was written and whose greenlet was then killed (a
+        stop of the run): it is in no statistics, and is counted apart."""
         self.timeout_s = timeout_s
         self.secrets = secrets
         self.result = RequestResult(model=model, intended_ns=intended_ns, sent_ns=clock())
@@ -136,6 +141,8 @@ class Attempt:
         if exc is not None and exc is self._deadline:
             result.fail(Outcome.TIMEOUT, f"timeout: no complete answer within {self.timeout_s:g} s{progress(result)}")
             return True
+        if isinstance(exc, GreenletExit) and result.wrote and self.on_cut is not None:
+            self.on_cut(result)
         return False
 
     # -- failures, worded once for every client ----------------------------------------------------------------

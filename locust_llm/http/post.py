@@ -70,12 +70,20 @@ def is_event_stream(response: Any) -> bool:
 
 
 def post(
-    http: Any, uri: str, body: bytes, headers: dict[str, str], clock: Callable[[], int] = time.perf_counter_ns
+    http: Any,
+    uri: str,
+    body: bytes,
+    headers: dict[str, str],
+    clock: Callable[[], int] = time.perf_counter_ns,
+    result: Any = None,
 ) -> ResponseStart:
     """POST ``body`` to ``uri`` with ``http`` (a ``geventhttpclient`` ``HTTPClient``); see the module docstring.
-    ``clock``: the stream's, for ``ResponseStart.body_ns``."""
+    ``clock``: the stream's, for ``ResponseStart.body_ns``. ``result`` (the attempt's ``RequestResult``) gets
+    ``wrote`` once the request was handed to the kernel (to ``HTTPClient.request``, where that sends it)."""
     around = _head(http, uri, headers)
     if around is None:
+        if result is not None:
+            result.wrote = True
         return ResponseStart(http.request("POST", uri, body=body, headers=headers), None)
     request = b"%b%d%b%b" % (around[0], len(body), around[1], body)
     pool = http._connection_pool
@@ -88,6 +96,8 @@ def post(
         turn = None
     try:
         _send(sock, request)
+        if result is not None:
+            result.wrote = True
     except OSError as exc:
         if exc.errno not in (errno.ECONNRESET, errno.EPIPE):
             pool.release_socket(sock)

@@ -53,20 +53,29 @@ def run_stream(
     clock: Clock = time.perf_counter_ns,
     on_first_token: FirstToken | None = None,
     keep_reply: bool = False,
+    on_cut: Callable[[RequestResult], None] | None = None,
+    fast: bool = True,
 ) -> RequestResult:
     """POST ``body`` to ``uri`` with ``http`` (a geventhttpclient ``HTTPClient``) and time the streamed answer.
 
     ``on_first_token`` is called once, the moment the first token arrives (hedging waits for it); it must not block
     (over plain HTTP it runs in the event loop's read callback, :mod:`.pump`). With
-    ``keep_reply`` the answer text is kept in ``result.reply`` (a conversation sends it back next turn).
+    ``keep_reply`` the answer text is kept in ``result.reply`` (a conversation sends it back next turn). ``on_cut``:
+    see :class:`~locust_llm.http.attempt.Attempt`. Without ``fast`` (``--fast-path off``) the request is sent and read
+    by the library's public API alone (``HTTPClient.request``, ``readline(b"\n")``, ``read``), each event stamped
+    with ``clock()`` when its line was read.
     """
     response = None
-    with Attempt(model, intended_ns, timeout_s, secrets, clock) as attempt:
+    with Attempt(model, intended_ns, timeout_s, secrets, clock, on_cut) as attempt:
         result = attempt.result
         if keep_reply:
             attempt.reply_slices = []
         try:
-            response, unparsed, unparsed_ns = post(http, uri, body, headers, clock)
+            if fast:
+                response, unparsed, unparsed_ns = post(http, uri, body, headers, clock, result)
+            else:
+                result.wrote = True
+                response, unparsed, unparsed_ns = http.request("POST", uri, body=body, headers=headers), None, None
             result.http_status = response.status_code
             attempt.header = partial(header, response)
             if result.http_status != 200:
@@ -74,7 +83,7 @@ def run_stream(
             elif not is_event_stream(response):
                 _read_not_sse(response, attempt)
             else:
-                _read_events(response, unparsed, attempt, clock, on_first_token, unparsed_ns)
+                _read_events(response, unparsed, attempt, clock, on_first_token, unparsed_ns, fast)
         except TimeoutError:
             attempt.silence()
         except HTTPConnectionClosed:
@@ -108,9 +117,11 @@ def _read_events(
     clock: Clock,
     on_first_token: FirstToken | None,
     unparsed_ns: int | None = None,
+    fast: bool = True,
 ) -> None:
     """Read the event stream; ``unparsed``: the body's first bytes, not yet given to the response's parser, and
-    ``unparsed_ns`` when the kernel received them (see :mod:`.post`)."""
+    ``unparsed_ns`` when the kernel received them (see :mod:`.post`). Without ``fast``, line by line through the
+    response's own ``readline`` and ``read``."""
     result = attempt.result
     decoder = SSEDecoder()
     tokens = Tokens(TokenShape(), result.token_ns, attempt.reply_slices)  # the shape: learned from the first token
@@ -134,19 +145,24 @@ def _read_events(
             on_first_token = None
         return result.outcome is not Outcome.OK
 
-    unchunker = None
-    if pumpable(response):  # plain HTTP: the body is read in the hub's callback (http/pump.py)
-        pump(response, decoder, on_data, clock, unparsed, tokens, unparsed_ns)
-        if result.outcome is not Outcome.OK:
+    if not fast:
+        if _read_lines(response, decoder, on_data, clock):
             return
-    elif unparsed is not None:  # TLS, the head read by post(): the chunked framing is taken off by us too
-        unchunker = Unchunker(response)
-        if unparsed:
-            response._body_buffer.extend(unchunker.unframe(unparsed))
-    if not _drained(response) and _read_rest(response, decoder, on_data, clock, unchunker):
-        return
+    else:
+        unchunker = None
+        if pumpable(response):  # plain HTTP: the body is read in the hub's callback (http/pump.py)
+            pump(response, decoder, on_data, clock, unparsed, tokens, unparsed_ns)
+            if result.outcome is not Outcome.OK:
+                return
+        elif unparsed is not None:  # TLS, the head read by post(): the chunked framing is taken off by us too
+            unchunker = Unchunker(response)
+            if unparsed:
+                response._body_buffer.extend(unchunker.unframe(unparsed))
+        if not _drained(response) and _read_rest(response, decoder, on_data, clock, unchunker):
+            return
     if not tokens.done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
-        for event in decoder.feed(_leftover(response)) + decoder.finish():
+        rest = _leftover(response) if fast else response.read()  # read: the library's public way to the same bytes
+        for event in decoder.feed(rest) + decoder.finish():
             tokens.done = _on_event(event.data, clock(), result, attempt, shape) or tokens.done
         if result.outcome is not Outcome.OK:
             return
@@ -180,12 +196,7 @@ def _read_rest(
     is decoded."""
     turn = loop_turn(clock)
     if turn is None and unchunker is None:
-        feed_line, readline = decoder.feed_line, response.readline
-        while line := readline(b"\n"):
-            event = feed_line(line)
-            if event is not None and on_data(event.data, clock()):
-                return True
-        return False
+        return _read_lines(response, decoder, on_data, clock)
     buffer = response._body_buffer
     now = clock()
     while not decode_events(buffer, decoder, on_data, now):
@@ -204,6 +215,17 @@ def _read_rest(
             unchunker.end_of_file()
         now = turn.start_ns if turn is not None and turn.count != turns else clock()
     return True
+
+
+def _read_lines(response: Any, decoder: SSEDecoder, on_data: Callable[[bytes, int], bool], clock: Clock) -> bool:
+    """Read the body with the response's own ``readline(b"\\n")``, each event's data to ``on_data`` stamped with
+    ``clock()`` when its last line was read; True when it said stop."""
+    feed_line, readline = decoder.feed_line, response.readline
+    while line := readline(b"\n"):
+        event = feed_line(line)
+        if event is not None and on_data(event.data, clock()):
+            return True
+    return False
 
 
 def _drained(response: Any) -> bool:

@@ -43,6 +43,7 @@ COUNTERS = (
     "reasoning_tokens",
     "estimated_token_requests",
     "no_done",
+    "interrupted",
     # client discipline (see locust_llm.users.flow)
     "client_requests",
     "client_ok",
@@ -116,7 +117,13 @@ class StepStats:
 
     @property
     def empty(self) -> bool:
+        """No request and no latency: nothing to make a row of."""
         return self.counts["requests"] == 0 and all(h.count == 0 for h in self.hist.values())
+
+    @property
+    def blank(self) -> bool:
+        """Nothing at all, not even a counter (an attempt cut by the stop, a retry wait): nothing to ship."""
+        return self.empty and not any(self.counts.values())
 
     def merge(self, other: StepStats) -> StepStats:
         for name, hist in other.hist.items():
@@ -284,7 +291,7 @@ class StatsTable:
         return out
 
     def to_wire(self) -> list[Any]:
-        return [[k.step, k.model, k.phase, s.to_wire()] for k, s in sorted(self._stats.items()) if not s.empty]
+        return [[k.step, k.model, k.phase, s.to_wire()] for k, s in sorted(self._stats.items()) if not s.blank]
 
     @classmethod
     def from_wire(cls, wire: list[Any]) -> StatsTable:

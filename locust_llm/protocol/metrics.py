@@ -116,6 +116,7 @@ class RequestResult:
     turn: int = 0  # the turn of a conversation this request is (1-based; 0: not a conversation)
     reply: str = ""  # the answer text, kept only for conversations
     no_done: bool = False  # complete without ``data: [DONE]``: a finish_reason came and the body ended cleanly
+    wrote: bool = False  # the request was handed to the kernel: the server may have it, whatever happens next
 
     @property
     def ok(self) -> bool:

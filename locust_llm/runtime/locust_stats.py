@@ -8,8 +8,12 @@ receiving every event. ``tests/unit/runtime/test_locust_stats.py`` compares ever
 
 from __future__ import annotations
 
+import csv
+import gc
+import logging
 import math
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -17,11 +21,23 @@ from itertools import chain, repeat
 from operator import sub, truediv
 from typing import Any
 
+import gevent
 import locust.stats as locust_stats
 import numpy as np
 from locust.stats import RequestStats
 
-__all__ = ["RUNNER_LISTENER", "Row", "Times", "gaps_ms", "log_gaps", "log_one", "log_rows", "sole_runner_listener"]
+__all__ = [
+    "RUNNER_LISTENER",
+    "Row",
+    "Times",
+    "gaps_ms",
+    "log_gaps",
+    "log_one",
+    "log_rows",
+    "ship_flushed",
+    "sole_runner_listener",
+    "write_final_csvs",
+]
 
 _LOCUST_BUCKET = locust_stats.bucket_response_time
 
@@ -32,8 +48,54 @@ _SUM_IN_ORDER = sys.version_info < (3, 12)
 Times = Sequence[float] | np.ndarray
 """Response times in ms: a list of floats, or a float64 numpy array."""
 
+logger = logging.getLogger("locust_llm")
+
 RUNNER_LISTENER = "Runner.__init__.<locals>.on_request"
 """The qualified name of the listener every Locust runner adds to ``events.request`` (it logs into its stats)."""
+
+
+def write_final_csvs() -> None:
+    """Locust's CSV writer writes every second, never at the end, and its files are closed right after ``quit``: its
+    last write can miss the last second of requests. At ``quit`` its greenlet is stopped (else a process that yields
+    after the files are closed logs ``I/O operation on closed file``) and its files written once more from the final
+    statistics: the request, failure and exception tables whole, and one last row of history."""
+    for obj in gc.get_objects():
+        run = getattr(obj, "_run", None) if isinstance(obj, gevent.Greenlet) else None
+        if getattr(run, "__name__", "") != "stats_writer":
+            continue
+        obj.kill(block=False)
+        writer = getattr(run, "__self__", None)
+        if isinstance(writer, locust_stats.StatsCSVFileWriter):
+            try:
+                _write_final(writer)
+            except (OSError, ValueError) as exc:  # a file already closed or gone: Locust's last write stands
+                logger.error("locust-llm: could not write Locust's final CSV rows: %s", exc)
+
+
+def _write_final(writer: Any) -> None:
+    for handle, write in (
+        (writer.requests_csv_filehandle, writer.requests_csv),
+        (writer.failures_csv_filehandle, writer.failures_csv),
+        (writer.exceptions_csv_filehandle, writer.exceptions_csv),
+    ):
+        handle.seek(0)
+        handle.truncate()
+        write(csv.writer(handle))
+        handle.flush()
+    writer._stats_history_data_rows(writer.stats_history_csv_writer, time.time())
+    writer.stats_history_flush()
+
+
+def ship_flushed(stats: RequestStats, data: dict[str, Any]) -> None:
+    """A worker's report: rows logged into ``stats`` after Locust's own listener serialized (and cleared) it are added
+    to ``data``, so that they go with this report rather than the next (after the last report, never): the master
+    merges each entry of the list, and the total, as it merges Locust's own."""
+    if "stats" not in data or "stats_total" not in data:
+        return  # Locust's listener has not run (or reports otherwise): the rows are in its stats for its own
+    data["stats"].extend(stats.serialize_stats())
+    total = locust_stats.StatsEntry.unserialize(data["stats_total"], stats)
+    total.extend(locust_stats.StatsEntry.unserialize(stats.total.get_stripped_report(), stats))
+    data["stats_total"] = total.get_stripped_report()
 
 
 def sole_runner_listener(events: Any) -> bool:

@@ -132,9 +132,10 @@ def totals(run: LLMRun) -> dict[str, Any]:
     open-loop arrivals, ``open_loop``: the arrivals, those dropped at the in-flight cap, those sent, the client
     requests that ended (retries and fallbacks included, each counted once) and ``unended``, sent but never ended
     (cancelled when the run stopped: 0 when the drain let every request finish); ``no_done``: the streams that ended
-    without ``data: [DONE]`` after a ``finish_reason`` (complete)."""
+    without ``data: [DONE]`` after a ``finish_reason`` (complete); ``interrupted``: the attempts sent and then cut by
+    the stop of the run, which are in no statistics, Locust's included."""
     by_phase: dict[str, dict[str, int]] = {}
-    arrivals = dropped = ended = no_done = 0
+    arrivals = dropped = ended = no_done = interrupted = 0
     for key, stats in run.collector.results():
         phase = by_phase.setdefault(key.phase, {"requests": 0, "ok": 0})
         phase["requests"] += stats.counts["requests"]
@@ -143,11 +144,13 @@ def totals(run: LLMRun) -> dict[str, Any]:
         dropped += stats.counts["dropped"]
         ended += stats.counts["client_requests"]
         no_done += stats.counts["no_done"]
+        interrupted += stats.counts["interrupted"]
     out: dict[str, Any] = {
         "requests": sum(p["requests"] for p in by_phase.values()),
         "ok": sum(p["ok"] for p in by_phase.values()),
         "by_phase": by_phase,
         "no_done": no_done,
+        "interrupted": interrupted,
     }
     if arrivals:
         sent = arrivals - dropped

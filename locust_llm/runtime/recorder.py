@@ -20,7 +20,16 @@ from locust_llm.measure.failfast import FailFast
 from locust_llm.measure.sla import Sla
 from locust_llm.protocol.metrics import RequestResult
 from locust_llm.runtime.collector import Collector
-from locust_llm.runtime.locust_stats import Row, Times, gaps_ms, log_gaps, log_one, log_rows, sole_runner_listener
+from locust_llm.runtime.locust_stats import (
+    Row,
+    Times,
+    gaps_ms,
+    log_gaps,
+    log_one,
+    log_rows,
+    ship_flushed,
+    sole_runner_listener,
+)
 
 __all__ = ["DEFER_LIMIT", "DEFER_S", "DEFER_TOKENS", "LLMError", "Recorder"]
 
@@ -57,18 +66,21 @@ class Recorder:
         self.failfast = FailFast()
         self.sla = Sla()
         self.itl_events = True
+        self.fast = True
+        """Locust's rows may be logged straight into its stats, in batches (``--fast-path``)."""
         self.reasoning_seen = False
         self._deferred: list[tuple[float, RequestResult]] = []  # (wall-clock end, result), in order
         self._deferred_tokens = 0
         self._timer: Any = None  # the hub's timer that flushes DEFER_S after the first deferred request
-        events.report_to_master.add_listener(lambda **_kw: self.flush())
+        events.report_to_master.add_listener(self._report)
         events.test_stop.add_listener(lambda **_kw: self.flush())
         events.quitting.add_listener(lambda **_kw: self.flush())
         events.reset_stats.add_listener(lambda **_kw: self._take())  # dropped: Locust's reset had them
 
-    def configure(self, sla: Sla, itl_events: bool) -> None:
+    def configure(self, sla: Sla, itl_events: bool, fast: bool = True) -> None:
         self.sla = sla
         self.itl_events = itl_events
+        self.fast = fast
 
     def record(self, result: RequestResult) -> None:
         """File ``result`` under its step and log (or defer, module docstring) the Locust events ``TTFT``, ``ITL``
@@ -82,7 +94,7 @@ class Recorder:
             self.flush()
             self.on_fatal(message)
         stats = self.runner_stats()
-        direct = stats if stats is not None and sole_runner_listener(self.events) else None
+        direct = stats if stats is not None and self.fast and sole_runner_listener(self.events) else None
         if direct is None or not result.ok:
             if self._deferred:
                 self.flush()
@@ -95,6 +107,19 @@ class Recorder:
             self.flush()
         elif len(deferred) == 1:
             self._arm()
+
+    def _report(self, data: dict[str, Any], **_kw: Any) -> None:
+        """A worker reports to its master: the rows waiting go with this report (:func:`ship_flushed`)."""
+        stats = self.runner_stats() if self._deferred else None
+        self.flush()
+        if stats is not None:
+            ship_flushed(stats, data)
+
+    def record_cut(self, result: RequestResult) -> None:
+        """An attempt that was sent and then cut by a stop of the run: it is in no statistics, so it is counted apart
+        (``interrupted``, filed when it was cut)."""
+        if not self.collector.closed:
+            self.count("interrupted", result.model, 1, time.perf_counter_ns())
 
     def flush(self) -> None:
         """Log the deferred requests' Locust rows, each at the time it ended (module docstring)."""

@@ -64,6 +64,8 @@ class LLMRun:
         self.finished = False  # its outputs are written (see locust_llm.runtime.outputs.finish)
         self.summary: dict[str, Any] | None = None  # the capacity summary of the last finished run
         self.search: dict[str, Any] | None = None  # --search: its record so far (see locust_llm.runtime.search_driver)
+        self.contract_broken: list[str] = []
+        """What the fast path assumes and no longer holds (:func:`locust_llm.runtime.contract.check`, at init)."""
         self.begin_hook: Callable[[LLMRun], str | None] | None = None
         """Begins the next run (``lifecycle.begin_run``, set by the plugin): see :meth:`begin`."""
         options = environment.parsed_options
@@ -90,6 +92,12 @@ class LLMRun:
     def is_worker(self) -> bool:
         return self.role == "worker"
 
+    @property
+    def fast_path(self) -> bool:
+        """Whether streams are read, and Locust's rows logged, by locust-llm's own fast path (``--fast-path auto``,
+        and every assumption it makes held at start-up)."""
+        return self.config is not None and self.config.fast_path and not self.contract_broken
+
     def require_config(self) -> RunConfig:
         if self.config is None:
             self.configure()
@@ -105,7 +113,7 @@ class LLMRun:
         proxy = self.proxy(host)  # a malformed *_PROXY variable stops the run here, not in every user
         self.config = config
         self.model = config.model or self.model
-        self.recorder.configure(config.sla, config.itl_events)
+        self.recorder.configure(config.sla, config.itl_events, self.fast_path)
         if proxy is not None and self.role != "worker":
             logger.info(
                 "locust-llm: requests to %s go through the proxy %s (HTTPS_PROXY/HTTP_PROXY; NO_PROXY to bypass)",

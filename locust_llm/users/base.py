@@ -59,6 +59,8 @@ class LLMUserMixin:
     open_loop: OpenLoop | None = None
     conversation: Conversation | None = None
     keep_reply = False
+    fast_path = True
+    """Whether this user's requests take locust-llm's fast path (``--fast-path``, and its assumptions held)."""
     """Whether :meth:`send` keeps the answer's text in ``RequestResult.reply`` (conversations need it)."""
     _pause: float | None = None
     """A pause above zero drawn by :meth:`_next_in_task`, for Locust's next ``wait_time()`` call."""
@@ -83,6 +85,7 @@ class LLMUserMixin:
             error_backoff=not config.open_loop,
         )
         self.user_agent = f"locust-llm/{__version__} (user {os.getpid()}-{self.user_number})"
+        self.fast_path = self.llm.fast_path
         self._intended_ns = 0
         if config.open_loop:
             self.open_loop = OpenLoop(self.llm, config, self.workload, self.rng, self.flow, worker)
@@ -149,14 +152,15 @@ class LLMUserMixin:
         if self.open_loop is not None:
             self.open_loop.run()
             return
+        fast = self.fast_path  # the library path does not read libev's count of polls
         while True:
-            polls = poll_count()
+            polls = poll_count() if fast else 0
             if self.keep_reply:
                 self._next_turn()
             else:
                 messages, max_tokens = self.workload.messages(self.rng)
                 self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
-            if not self._next_in_task(poll_count() != polls):
+            if not self._next_in_task(fast and poll_count() != polls):
                 return
 
     def _next_in_task(self, waited: bool) -> bool:

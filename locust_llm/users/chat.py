@@ -77,11 +77,14 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
                 secrets=self.config.secrets,
                 on_first_token=on_first_token,
                 keep_reply=self.keep_reply,
+                on_cut=self.llm.recorder.record_cut,
+                fast=self.fast_path,
             )
             if fresh or not (result.stale and self._warm):
                 break
             self.llm.recorder.count("reconnects", model, 1, result.end_ns)
-            drop_idle_connections(self._http)
+            if self.fast_path:  # the library path relies on the pool's own check of an idle connection
+                drop_idle_connections(self._http)
             intended_ns, started = result.end_ns, result.sent_ns
         self._warm = result.http_status != 0
         result.started_ns = started or result.sent_ns

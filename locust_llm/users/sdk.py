@@ -64,9 +64,11 @@ class OpenAISdkUser(LLMUserMixin, User):
         intended_ns: int,
         on_first_token: FirstToken | None,
     ) -> RequestResult:
-        with Attempt(model, intended_ns, self.config.request_timeout_s, self.config.secrets) as attempt:
+        timeout_s, secrets, on_cut = self.config.request_timeout_s, self.config.secrets, self.llm.recorder.record_cut
+        with Attempt(model, intended_ns, timeout_s, secrets, on_cut=on_cut) as attempt:
             result = attempt.result
             self.client.events = None
+            result.wrote = True  # the SDK sends it inside create(): counted as sent from there
             try:
                 stream = self.client.chat.completions.create(  # type: ignore[call-overload]
                     model=model,

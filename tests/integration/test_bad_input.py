@@ -118,13 +118,14 @@ def test_a_prompt_longer_than_the_context_stops_before_any_load(tmp_path):
     assert "HTTP 400" in line and "maximum context length is 2048 tokens" in line and "--system-prompt" in line
 
 
+@pytest.mark.parametrize("path", ["auto", "off"])
 @pytest.mark.parametrize(
     ("mode", "needle"),
     [("cut", "(mid-stream)"), ("json200", "not an SSE stream: HTTP 200 with Content-Type 'application/json'")],
 )
-def test_a_run_where_nothing_succeeds_is_an_invalid_measurement(tmp_path, mode, needle):
+def test_a_run_where_nothing_succeeds_is_an_invalid_measurement(tmp_path, mode, needle, path):
     with server(sys.executable, "-m", "tests.support.bad_server", mode) as url:
-        proc = short_run(url, tmp_path)
+        proc = short_run(url, tmp_path, "--fast-path", path)
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert any(needle in e for e in failures(tmp_path)), failures(tmp_path)
@@ -132,20 +133,25 @@ def test_a_run_where_nothing_succeeds_is_an_invalid_measurement(tmp_path, mode, 
     no_key_anywhere(proc, tmp_path)
 
 
+@pytest.mark.parametrize("path", ["auto", "off"])
 @pytest.mark.parametrize("mode", ["cr", "crlf", "keepalive"])
-def test_valid_but_unusual_streams_work(tmp_path, mode):
+def test_valid_but_unusual_streams_work(tmp_path, mode, path):
     with server(sys.executable, "-m", "tests.support.bad_server", mode) as url:
-        proc = short_run(url, tmp_path)
+        proc = short_run(url, tmp_path, "--fast-path", path)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
     assert int(row["errors"]) == 0 and int(row["ok"]) > 0 and int(row["protocol_errors"]) == 0
     assert int(row["completion_tokens"]) == 3 * int(row["ok"])
 
 
-@pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "locustfile_sdk.py"], ids=["fasthttp", "sdk"])
-def test_a_stream_that_ends_cleanly_after_a_finish_reason_is_complete_without_done(tmp_path, locustfile):
+@pytest.mark.parametrize(
+    ("locustfile", "path"),
+    [(LOCUSTFILE, "auto"), (LOCUSTFILE, "off"), (ROOT / "locustfile_sdk.py", "auto")],
+    ids=["fasthttp", "fasthttp-library-path", "sdk"],
+)
+def test_a_stream_that_ends_cleanly_after_a_finish_reason_is_complete_without_done(tmp_path, locustfile, path):
     with server(sys.executable, "-m", "tests.support.bad_server", "no-done") as url:
-        proc = short_run(url, tmp_path, locustfile=locustfile)
+        proc = short_run(url, tmp_path, "--fast-path", path, locustfile=locustfile)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
     assert int(row["errors"]) == 0 and int(row["no_done"]) == int(row["ok"]) > 0, row
@@ -155,10 +161,14 @@ def test_a_stream_that_ends_cleanly_after_a_finish_reason_is_complete_without_do
     assert proc.stderr.count(warning) == 1, proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "locustfile_sdk.py"], ids=["fasthttp", "sdk"])
-def test_a_stream_that_ends_without_done_or_a_finish_reason_is_truncated(tmp_path, locustfile):
+@pytest.mark.parametrize(
+    ("locustfile", "path"),
+    [(LOCUSTFILE, "auto"), (LOCUSTFILE, "off"), (ROOT / "locustfile_sdk.py", "auto")],
+    ids=["fasthttp", "fasthttp-library-path", "sdk"],
+)
+def test_a_stream_that_ends_without_done_or_a_finish_reason_is_truncated(tmp_path, locustfile, path):
     with server(sys.executable, "-m", "tests.support.bad_server", "no-finish") as url:
-        proc = short_run(url, tmp_path, locustfile=locustfile)
+        proc = short_run(url, tmp_path, "--fast-path", path, locustfile=locustfile)
     assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = failures(tmp_path)
     assert list(errors) == ["stream ended without 'data: [DONE]' or a finish_reason (mid-stream)"], errors
@@ -166,10 +176,14 @@ def test_a_stream_that_ends_without_done_or_a_finish_reason_is_truncated(tmp_pat
     assert int(row["protocol_errors"]) == int(row["requests"]) > 0 and int(row["no_done"]) == 0, row
 
 
-@pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "locustfile_sdk.py"], ids=["fasthttp", "sdk"])
-def test_in_stream_errors_read_the_same_from_both_users_and_hide_the_key(tmp_path, locustfile):
+@pytest.mark.parametrize(
+    ("locustfile", "path"),
+    [(LOCUSTFILE, "auto"), (LOCUSTFILE, "off"), (ROOT / "locustfile_sdk.py", "auto")],
+    ids=["fasthttp", "fasthttp-library-path", "sdk"],
+)
+def test_in_stream_errors_read_the_same_from_both_users_and_hide_the_key(tmp_path, locustfile, path):
     with server(sys.executable, "-m", "tests.support.bad_server", "echo-stream-error") as url:
-        proc = short_run(url, tmp_path, locustfile=locustfile)
+        proc = short_run(url, tmp_path, "--fast-path", path, locustfile=locustfile)
     errors = failures(tmp_path)
     assert list(errors) == ["error in stream: internal error for key *** (code server_error) (mid-stream)"], errors
     no_key_anywhere(proc, tmp_path)

@@ -104,12 +104,15 @@ def test_insecure_works_warns_once_and_is_recorded(tls_sim, tmp_path):
     assert "were NOT verified" in (tmp_path / "run_llm_report.html").read_text()
 
 
-def test_requests_ca_bundle_is_honoured_before_ssl_cert_file_and_a_proxy_carries_the_tunnel(tls_sim, tmp_path):
+@pytest.mark.parametrize("path", ["auto", "off"])
+def test_requests_ca_bundle_is_honoured_before_ssl_cert_file_and_a_proxy_carries_the_tunnel(tls_sim, tmp_path, path):
     url, ca = tls_sim
     with connect_proxy() as proxy:
         with_auth = proxy.url.replace("http://", "http://bench:s3cr%40t@")
         env = clean_env(REQUESTS_CA_BUNDLE=ca, SSL_CERT_FILE="/nonexistent.pem", HTTPS_PROXY=with_auth, NO_PROXY="")
-        proc = run_locust(*short("4s"), "--host", url, "--csv", str(tmp_path / "run"), cwd=tmp_path, env=env)
+        proc = run_locust(
+            *short("4s"), "--host", url, "--fast-path", path, "--csv", str(tmp_path / "run"), cwd=tmp_path, env=env
+        )
         tunnels, auth = list(proxy.tunnels), list(proxy.auth)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert set(auth) == {"Basic " + base64.b64encode(b"bench:s3cr@t").decode()}  # the credentials reach the proxy

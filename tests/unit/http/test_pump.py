@@ -99,13 +99,12 @@ class Script:
         its parser unframes, pumped; ``readline``: sent by ``HTTPClient.request``, the readline loop alone."""
         self.now = 0
         if mode != "own":
-            monkeypatch.setattr(
-                stream_module,
-                "post",
-                lambda http, uri, body, headers, clock: ResponseStart(
-                    http.request("POST", uri, body=body, headers=headers), None
-                ),
-            )
+
+            def library_post(http, uri, body, headers, clock, result=None):
+                result.wrote = True  # as post() marks it once the request is sent
+                return ResponseStart(http.request("POST", uri, body=body, headers=headers), None)
+
+            monkeypatch.setattr(stream_module, "post", library_post)
         if mode == "readline":
             monkeypatch.setattr(stream_module, "pumpable", lambda response: False)
         http = HTTPClient("127.0.0.1", self.server.server_port, network_timeout=None, connection_timeout=5)

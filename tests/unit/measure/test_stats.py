@@ -125,3 +125,11 @@ def test_counted_reasoning_chunks_are_marked_estimated():
     reported.reasoning_chunks, reported.reasoning_tokens = 2, 5  # the server's usage wins
     reported.fill_token_counts(7)
     assert (reported.reasoning_tokens, reported.reasoning_estimated) == (5, False)
+
+
+def test_a_step_that_holds_only_a_counter_is_shipped_to_the_master():
+    """An attempt cut by the stop (or a wait counted) in a phase with no request still reaches the master."""
+    table = StatsTable()
+    table.bump("interrupted", "m", 1, 5, lambda t_ns: (2, "drain"))
+    shipped = StatsTable.from_wire(table.to_wire())
+    assert [(key.phase, stats.counts["interrupted"]) for key, stats in shipped] == [("drain", 1)]

@@ -1,0 +1,69 @@
+"""Every request the server answered is in Locust's own statistics at the end, or counted apart as cut by the stop.
+
+Against a plain streaming server (a valid stream with ``[DONE]``, ~25 ms long) that counts what it receives: the
+server's count of requests, less the preflight, equals the ``E2E`` rows' count in ``{prefix}_stats.csv`` (Locust's
+file, written by Locust) plus the attempts cut by the stop (``interrupted`` in ``{prefix}_llm_run.json``), exactly.
+Single process and ``--processes 2`` (a master and two workers), on both paths, and with ``--run-time``.
+"""
+
+import json
+import sys
+
+import pytest
+
+from tests.support.procs import clean_env, read_csv, run_locust, server
+
+pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
+
+
+def seen_requests(url):
+    import urllib.request
+
+    with urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/seen", timeout=10) as resp:
+        return json.load(resp)["requests"]
+
+
+def accounted(tmp_path, *extra):
+    with server(sys.executable, "-m", "tests.support.bad_server", "ok") as url:
+        proc = run_locust(
+            "--headless",
+            "--csv",
+            str(tmp_path / "run"),
+            "--host",
+            url,
+            "--model",
+            "m",
+            "--steps",
+            "2,4",
+            "--step-duration",
+            "3s",
+            "--request-timeout",
+            "3s",
+            "--min-step-requests",
+            "1",
+            *extra,
+            cwd=tmp_path,
+            env=clean_env(),
+        )
+        received = seen_requests(url) - 1  # the preflight is no measured request
+    e2e = sum(int(r["Request Count"]) for r in read_csv(tmp_path / "run_stats.csv") if r["Type"] == "E2E")
+    totals = json.loads((tmp_path / "run_llm_run.json").read_text())["totals"]
+    return proc, received, e2e, totals
+
+
+@pytest.mark.parametrize("path", ["auto", "off"])
+@pytest.mark.parametrize("processes", [None, "2"], ids=["single", "processes-2"])
+def test_every_request_the_server_saw_is_in_locusts_csv_or_counted_as_cut(tmp_path, processes, path):
+    extra = ["--fast-path", path] + (["--processes", processes] if processes else [])
+    proc, received, e2e, totals = accounted(tmp_path, *extra)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert received == e2e + totals["interrupted"], (received, e2e, totals)
+    assert totals["requests"] == e2e  # what the per-step statistics recorded is what Locust's file holds
+    assert e2e > 100
+
+
+def test_a_run_time_that_stops_mid_step_loses_nothing_either(tmp_path):
+    proc, received, e2e, totals = accounted(tmp_path, "--run-time", "4s")
+    assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert received == e2e + totals["interrupted"], (received, e2e, totals)
+    assert totals["interrupted"] > 0  # 4 users were mid-request when the run time was up
