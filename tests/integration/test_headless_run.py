@@ -1,10 +1,11 @@
 """A short headless sweep against the embedded simulator, checked against the simulator's known TTFT/ITL."""
 
 import itertools
+from functools import partial
 
 import pytest
 
-from tests.support.procs import read_csv, run_locust
+from tests.support.procs import at_once, read_csv, run_locust
 from tests.support.truth import assert_pacing_truth
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
@@ -12,9 +13,7 @@ pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 TTFT_MS, ITL_MS, MAX_TOKENS = 150.0, 10.0, 16
 
 
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    out = tmp_path_factory.mktemp("sweep")
+def one_sweep(out, path):
     proc = run_locust(
         "--headless",
         "--csv",
@@ -25,11 +24,38 @@ def sweep(tmp_path_factory):
         "5s",
         "--max-tokens",
         str(MAX_TOKENS),
+        "--fast-path",
+        path,
         "--sim-args",
         f"--ttft-ms {TTFT_MS} --itl-ms {ITL_MS} --capacity 64",
         cwd=out,
     )
     return proc, out
+
+
+@pytest.fixture(scope="module")
+def sweeps(tmp_path_factory):
+    """The same sweep on the fast path and on the library path (``--fast-path off``), at once."""
+    outs = {path: tmp_path_factory.mktemp(f"sweep-{path}") for path in ("auto", "off")}
+    return at_once({path: partial(one_sweep, out, path) for path, out in outs.items()})
+
+
+@pytest.fixture(scope="module", params=["auto", "off"])
+def sweep(sweeps, request):
+    return sweeps[request.param]
+
+
+def test_both_paths_measure_the_same(sweeps):
+    """Per step, the two paths' TTFT and ITL medians agree within the pacing truth's own allowance (each is within
+    ``assert_pacing_truth``'s median bounds of the schedule, so they differ by at most the width of those bounds), and
+    their counts agree within one request per user: a closed loop of ``users`` users against a server with fixed
+    timing completes the same number of requests in the same window, but for the requests that straddle its edges."""
+    rows = {path: read_csv(out / "run_llm_steps.csv") for path, (_, out) in sweeps.items()}
+    for fast, library in zip(rows["auto"], rows["off"], strict=True):
+        assert abs(float(fast["ttft_p50_ms"]) - float(library["ttft_p50_ms"])) <= 7, (fast, library)
+        assert abs(float(fast["itl_p50_ms"]) - float(library["itl_p50_ms"])) <= 2.1, (fast, library)
+        assert abs(int(fast["ok"]) - int(library["ok"])) <= int(fast["users"]), (fast, library)
+        assert int(fast["errors"]) == int(library["errors"]) == 0
 
 
 def test_run_finishes_cleanly(sweep):
