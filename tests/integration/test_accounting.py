@@ -8,10 +8,11 @@ Single process and ``--processes 2`` (a master and two workers), on both paths, 
 
 import json
 import sys
+from functools import partial
 
 import pytest
 
-from tests.support.procs import clean_env, read_csv, run_locust, server
+from tests.support.procs import at_once, clean_env, read_csv, run_locust, server
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
@@ -51,19 +52,35 @@ def accounted(tmp_path, *extra):
     return proc, received, e2e, totals
 
 
-@pytest.mark.parametrize("path", ["auto", "off"])
-@pytest.mark.parametrize("processes", [None, "2"], ids=["single", "processes-2"])
-def test_every_request_the_server_saw_is_in_locusts_csv_or_counted_as_cut(tmp_path, processes, path):
-    extra = ["--fast-path", path] + (["--processes", processes] if processes else [])
-    proc, received, e2e, totals = accounted(tmp_path, *extra)
+RUNS = {
+    "single-auto": ("--fast-path", "auto"),
+    "single-off": ("--fast-path", "off"),
+    "run-time": ("--run-time", "4s"),
+    "processes-2-auto": ("--fast-path", "auto", "--processes", "2"),
+    "processes-2-off": ("--fast-path", "off", "--processes", "2"),
+}
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The runs, the single-process ones at once, then each with workers (two masters would share Locust's port)."""
+    made = {}
+    for batch in (("single-auto", "single-off", "run-time"), ("processes-2-auto",), ("processes-2-off",)):
+        made.update(at_once({name: partial(accounted, tmp_path_factory.mktemp(name), *RUNS[name]) for name in batch}))
+    return made
+
+
+@pytest.mark.parametrize("name", ["single-auto", "single-off", "processes-2-auto", "processes-2-off"])
+def test_every_request_the_server_saw_is_in_locusts_csv_or_counted_as_cut(runs, name):
+    proc, received, e2e, totals = runs[name]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert received == e2e + totals["interrupted"], (received, e2e, totals)
     assert totals["requests"] == e2e  # what the per-step statistics recorded is what Locust's file holds
     assert e2e > 100
 
 
-def test_a_run_time_that_stops_mid_step_loses_nothing_either(tmp_path):
-    proc, received, e2e, totals = accounted(tmp_path, "--run-time", "4s")
+def test_a_run_time_that_stops_mid_step_loses_nothing_either(runs):
+    proc, received, e2e, totals = runs["run-time"]
     assert "Traceback" not in proc.stderr, proc.stderr[-3000:]
     assert received == e2e + totals["interrupted"], (received, e2e, totals)
     assert totals["interrupted"] > 0  # 4 users were mid-request when the run time was up

@@ -6,11 +6,12 @@ import socket
 import sys
 import time
 import urllib.request
+from functools import partial
 
 import pytest
 
 from locust_llm.protocol.retry import RetryPolicy
-from tests.support.procs import LOCUSTFILE, ROOT, clean_env, read_csv, run_locust, server
+from tests.support.procs import LOCUSTFILE, ROOT, at_once, clean_env, read_csv, run_locust, server
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
@@ -118,14 +119,72 @@ def test_a_prompt_longer_than_the_context_stops_before_any_load(tmp_path):
     assert "HTTP 400" in line and "maximum context length is 2048 tokens" in line and "--system-prompt" in line
 
 
-@pytest.mark.parametrize("path", ["auto", "off"])
+SDK = ROOT / "locustfile_sdk.py"
+PATHS = {"fasthttp": (LOCUSTFILE, "auto"), "fasthttp-library-path": (LOCUSTFILE, "off"), "sdk": (SDK, "auto")}
+SCENARIOS = {
+    # name: (server mode, the run's extra flags, locustfile, step length)
+    **{
+        f"{mode}-{path}": (mode, ("--fast-path", path), LOCUSTFILE, "3s")
+        for mode in ("cut", "json200", "cr", "crlf", "keepalive")
+        for path in ("auto", "off")
+    },
+    **{
+        f"{mode}-{user}": (mode, ("--fast-path", path), locustfile, "3s")
+        for mode in ("no-done", "no-finish", "echo-stream-error")
+        for user, (locustfile, path) in PATHS.items()
+    },
+    **{
+        f"ratelimit-stream-{user}": ("ratelimit-stream", ("--max-retries", "1", "--backoff-base", "200ms"), lf, "3s")
+        for user, lf in (("fasthttp", LOCUSTFILE), ("sdk", SDK))
+    },
+    **{
+        f"retry-after-{value}": (
+            f"retry-after:{value}",
+            ("--max-retry-wait", "2s", "--backoff-base", "500ms"),
+            LOCUSTFILE,
+            "4s",
+        )
+        for value in ("NaN", "99999999999")
+    },
+    **{
+        f"{mode}-backoff-{user}": (mode, ("--seed", "1"), lf, "4s")
+        for mode in ("http500", "json200")
+        for user, lf in (("fasthttp", LOCUSTFILE), ("sdk", SDK))
+    },
+    "preflight-retry-after": ("retry-after-first:2", (), LOCUSTFILE, "4s"),
+}
+AT_ONCE = 7
+"""Scenario runs made at the same time: each is 2 users against a server of its own that answers at once, mostly
+waiting on the network, so that many share the 2 cores without a saturated generator."""
+
+
+def scenario(tmp_path, name):
+    mode, extra, locustfile, seconds = SCENARIOS[name]
+    with server(sys.executable, "-m", "tests.support.bad_server", mode) as url:
+        started = time.monotonic()
+        proc = short_run(url, tmp_path, *extra, seconds=seconds, locustfile=locustfile)
+        elapsed_s = time.monotonic() - started
+        return proc, tmp_path, seen(url), elapsed_s
+
+
+@pytest.fixture(scope="module")
+def ran(tmp_path_factory):
+    """Every scenario's run (its process, its directory, what its server saw, how long it took), made
+    :data:`AT_ONCE` at a time and shared by the tests that read them."""
+    names, results = list(SCENARIOS), {}
+    for i in range(0, len(names), AT_ONCE):
+        batch = names[i : i + AT_ONCE]
+        results.update(at_once({n: partial(scenario, tmp_path_factory.mktemp(n), n) for n in batch}))
+    return results
+
+
 @pytest.mark.parametrize(
     ("mode", "needle"),
     [("cut", "(mid-stream)"), ("json200", "not an SSE stream: HTTP 200 with Content-Type 'application/json'")],
 )
-def test_a_run_where_nothing_succeeds_is_an_invalid_measurement(tmp_path, mode, needle, path):
-    with server(sys.executable, "-m", "tests.support.bad_server", mode) as url:
-        proc = short_run(url, tmp_path, "--fast-path", path)
+@pytest.mark.parametrize("path", ["auto", "off"])
+def test_a_run_where_nothing_succeeds_is_an_invalid_measurement(ran, mode, needle, path):
+    proc, tmp_path, _, _ = ran[f"{mode}-{path}"]
     assert proc.returncode == 3, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
     assert any(needle in e for e in failures(tmp_path)), failures(tmp_path)
@@ -135,23 +194,17 @@ def test_a_run_where_nothing_succeeds_is_an_invalid_measurement(tmp_path, mode, 
 
 @pytest.mark.parametrize("path", ["auto", "off"])
 @pytest.mark.parametrize("mode", ["cr", "crlf", "keepalive"])
-def test_valid_but_unusual_streams_work(tmp_path, mode, path):
-    with server(sys.executable, "-m", "tests.support.bad_server", mode) as url:
-        proc = short_run(url, tmp_path, "--fast-path", path)
+def test_valid_but_unusual_streams_work(ran, mode, path):
+    proc, tmp_path, _, _ = ran[f"{mode}-{path}"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
     assert int(row["errors"]) == 0 and int(row["ok"]) > 0 and int(row["protocol_errors"]) == 0
     assert int(row["completion_tokens"]) == 3 * int(row["ok"])
 
 
-@pytest.mark.parametrize(
-    ("locustfile", "path"),
-    [(LOCUSTFILE, "auto"), (LOCUSTFILE, "off"), (ROOT / "locustfile_sdk.py", "auto")],
-    ids=["fasthttp", "fasthttp-library-path", "sdk"],
-)
-def test_a_stream_that_ends_cleanly_after_a_finish_reason_is_complete_without_done(tmp_path, locustfile, path):
-    with server(sys.executable, "-m", "tests.support.bad_server", "no-done") as url:
-        proc = short_run(url, tmp_path, "--fast-path", path, locustfile=locustfile)
+@pytest.mark.parametrize("user", PATHS)
+def test_a_stream_that_ends_cleanly_after_a_finish_reason_is_complete_without_done(ran, user):
+    proc, tmp_path, _, _ = ran[f"no-done-{user}"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
     assert int(row["errors"]) == 0 and int(row["no_done"]) == int(row["ok"]) > 0, row
@@ -161,14 +214,9 @@ def test_a_stream_that_ends_cleanly_after_a_finish_reason_is_complete_without_do
     assert proc.stderr.count(warning) == 1, proc.stderr[-3000:]
 
 
-@pytest.mark.parametrize(
-    ("locustfile", "path"),
-    [(LOCUSTFILE, "auto"), (LOCUSTFILE, "off"), (ROOT / "locustfile_sdk.py", "auto")],
-    ids=["fasthttp", "fasthttp-library-path", "sdk"],
-)
-def test_a_stream_that_ends_without_done_or_a_finish_reason_is_truncated(tmp_path, locustfile, path):
-    with server(sys.executable, "-m", "tests.support.bad_server", "no-finish") as url:
-        proc = short_run(url, tmp_path, "--fast-path", path, locustfile=locustfile)
+@pytest.mark.parametrize("user", PATHS)
+def test_a_stream_that_ends_without_done_or_a_finish_reason_is_truncated(ran, user):
+    proc, tmp_path, _, _ = ran[f"no-finish-{user}"]
     assert proc.returncode == 3, proc.stdout[-3000:] + proc.stderr[-3000:]
     errors = failures(tmp_path)
     assert list(errors) == ["stream ended without 'data: [DONE]' or a finish_reason (mid-stream)"], errors
@@ -176,23 +224,17 @@ def test_a_stream_that_ends_without_done_or_a_finish_reason_is_truncated(tmp_pat
     assert int(row["protocol_errors"]) == int(row["requests"]) > 0 and int(row["no_done"]) == 0, row
 
 
-@pytest.mark.parametrize(
-    ("locustfile", "path"),
-    [(LOCUSTFILE, "auto"), (LOCUSTFILE, "off"), (ROOT / "locustfile_sdk.py", "auto")],
-    ids=["fasthttp", "fasthttp-library-path", "sdk"],
-)
-def test_in_stream_errors_read_the_same_from_both_users_and_hide_the_key(tmp_path, locustfile, path):
-    with server(sys.executable, "-m", "tests.support.bad_server", "echo-stream-error") as url:
-        proc = short_run(url, tmp_path, "--fast-path", path, locustfile=locustfile)
+@pytest.mark.parametrize("user", PATHS)
+def test_in_stream_errors_read_the_same_from_both_users_and_hide_the_key(ran, user):
+    proc, tmp_path, _, _ = ran[f"echo-stream-error-{user}"]
     errors = failures(tmp_path)
     assert list(errors) == ["error in stream: internal error for key *** (code server_error) (mid-stream)"], errors
     no_key_anywhere(proc, tmp_path)
 
 
-@pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "locustfile_sdk.py"], ids=["fasthttp", "sdk"])
-def test_a_rate_limit_inside_a_200_stream_counts_as_a_429_and_is_retried(tmp_path, locustfile):
-    with server(sys.executable, "-m", "tests.support.bad_server", "ratelimit-stream") as url:
-        proc = short_run(url, tmp_path, "--max-retries", "1", "--backoff-base", "200ms", locustfile=locustfile)
+@pytest.mark.parametrize("user", ["fasthttp", "sdk"])
+def test_a_rate_limit_inside_a_200_stream_counts_as_a_429_and_is_retried(ran, user):
+    proc, tmp_path, _, _ = ran[f"ratelimit-stream-{user}"]
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
     assert int(row["status_429"]) == int(row["requests"]) > 0 and int(row["retries"]) > 0, row
     assert all(e.startswith("error in stream: Rate limit reached") for e in failures(tmp_path)), failures(tmp_path)
@@ -200,15 +242,13 @@ def test_a_rate_limit_inside_a_200_stream_counts_as_a_429_and_is_retried(tmp_pat
 
 
 # the two paths an unusable value takes: no usable wait (None: "-5", "inf", a past date and others take this path,
-# tests/unit/protocol/test_retry.py) and a wait past the cap; a run for each costs 7 s
+# tests/unit/protocol/test_retry.py) and a wait past the cap
 @pytest.mark.parametrize("value", ["NaN", "99999999999"])
-def test_unusable_retry_after_values_never_turn_honor_into_a_storm(tmp_path, value):
-    with server(sys.executable, "-m", "tests.support.bad_server", f"retry-after:{value}") as url:
-        proc = short_run(url, tmp_path, "--max-retry-wait", "2s", "--backoff-base", "500ms", seconds="4s")
-        requests = seen(url)["requests"]
+def test_unusable_retry_after_values_never_turn_honor_into_a_storm(ran, value):
+    proc, tmp_path, seen_by_server, _ = ran[f"retry-after-{value}"]
     assert "Traceback" not in proc.stderr and proc.returncode == 3
     # 2 users for ~4 s, each wait at least a jittered backoff (or the 2 s cap): far from thousands
-    assert requests < 60, requests
+    assert seen_by_server["requests"] < 60, seen_by_server["requests"]
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
     assert int(row["status_429"]) > 0
     if value == "99999999999":
@@ -229,19 +269,16 @@ def most_requests(policy, seconds, bound=1e-6):
     return n
 
 
-@pytest.mark.parametrize("locustfile", [LOCUSTFILE, ROOT / "locustfile_sdk.py"], ids=["fasthttp", "sdk"])
+@pytest.mark.parametrize("user", ["fasthttp", "sdk"])
 @pytest.mark.parametrize("mode", ["http500", "json200"])
-def test_honor_backs_off_from_a_server_that_fails_at_once(tmp_path, mode, locustfile):
+def test_honor_backs_off_from_a_server_that_fails_at_once(ran, mode, user):
     """2 users for a 4 s step against a server that fails every request at once (a 500, or a 200 that is not a
     stream): the server sees at most what the policy allows in the run's time (``most_requests``)."""
-    with server(sys.executable, "-m", "tests.support.bad_server", mode) as url:
-        started = time.monotonic()
-        proc = short_run(url, tmp_path, "--seed", "1", seconds="4s", locustfile=locustfile)
-        elapsed_s = time.monotonic() - started
-        requests = seen(url)["requests"]
+    proc, tmp_path, seen_by_server, elapsed_s = ran[f"{mode}-backoff-{user}"]
     assert proc.returncode == 3 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
     assert int(row["error_backoffs"]) > 0 and float(row["error_backoff_s"]) > 0, row
+    requests = seen_by_server["requests"]
     assert requests <= 1 + 2 * most_requests(RetryPolicy(), elapsed_s), requests  # + the preflight
 
 
@@ -255,12 +292,11 @@ def test_naive_hammers_the_server_that_honor_backs_off_from(tmp_path):
     assert requests > 10 * (1 + 2 * most_requests(RetryPolicy(), elapsed_s)), requests
 
 
-def test_every_first_request_waits_for_the_retry_after_the_preflight_was_given(tmp_path):
+def test_every_first_request_waits_for_the_retry_after_the_preflight_was_given(ran):
     """The preflight is refused with ``Retry-After: 2``: no user's request reaches the server before 2 s after the
     server stamped the preflight (the client's wait starts later still, when the answer arrived)."""
-    with server(sys.executable, "-m", "tests.support.bad_server", "retry-after-first:2") as url:
-        proc = short_run(url, tmp_path, seconds="4s")
-        times = seen(url)["times"]
+    proc, tmp_path, seen_by_server, _ = ran["preflight-retry-after"]
+    times = seen_by_server["times"]
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert len(times) > 2 and min(times[1:]) - times[0] >= 2.0, [round(t - times[0], 3) for t in times[:6]]
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
