@@ -194,6 +194,12 @@ GATE_FLAGS: tuple[Flag, ...] = tuple(
             "allowed fall of output tok/s (the peak, and at each shared step), percent.",
         ),
         ("--max-knee-p99-factor", "3", "at the baseline's knee step, p99 may grow to this many times the baseline's."),
+        (
+            "--gate-confidence",
+            "0.99",
+            "a rise of the error rate counts only when a one-sided two-proportion test puts it beyond sampling "
+            "noise at this confidence (0.5 to 0.9999), as well as above --max-error-rate-rise-pp.",
+        ),
     )
 )
 """Thresholds of the regression gate (``--baseline`` on a run, ``locust-llm report``, ``locust-llm compare``)."""

@@ -246,6 +246,9 @@ def prices_from(v: Values) -> Prices:
 
 def thresholds_from(v: Values) -> Thresholds:
     """Gate thresholds from parsed flag values."""
+    confidence = v["gate_confidence"]
+    if not 0.5 <= confidence <= 0.9999:
+        raise ConfigError(f"--gate-confidence must be between 0.5 and 0.9999, got {confidence:g}")
     return Thresholds(
         knee_drop_steps=int(v["max_knee_drop_steps"]),
         knee_drop_pct=v["max_knee_drop_pct"],
@@ -255,6 +258,7 @@ def thresholds_from(v: Values) -> Thresholds:
         error_rate_rise_pp=v["max_error_rate_rise_pp"],
         throughput_drop_pct=v["max_throughput_drop_pct"],
         knee_p99_factor=v["max_knee_p99_factor"],
+        share_confidence=confidence,
     )
 
 

@@ -3,20 +3,31 @@
 A run regresses (:class:`Thresholds`) when: the recommended concurrency or latency knee falls by more than
 ``knee_drop_steps`` steps and ``knee_drop_pct`` %; the peak output tok/s (or the SLA capacity) falls by more than
 its share; a shared step's output tok/s falls by more than ``throughput_drop_pct`` %; a p99 below the baseline's knee
-rises by more than ``p99_rise_pct`` % and its minimum in ms (at the knee, by ``knee_p99_factor`` times); or the error
-rate at or below the knee rises by ``error_rate_rise_pp`` points. An invalid baseline is bad input; an invalid run
-is not judged. docs/methodology.md, "The regression gate".
+rises by more than ``p99_rise_pct`` % and its minimum in ms (at the knee, by ``knee_p99_factor`` times); or the
+client failure rate at or below the knee rises by more than ``error_rate_rise_pp`` points and beyond its sampling
+noise (a one-sided two-proportion test at ``share_confidence``). The 429 share of attempts is reported, never
+judged. An invalid baseline is bad input; an invalid run is not judged. docs/methodology.md, "The regression gate".
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from statistics import NormalDist
 from typing import Any
 
-from locust_llm.measure.sla import error_rate
 from locust_llm.reports.summary import by_load
 
-__all__ = ["Comparison", "GateInputError", "InvalidRunError", "Thresholds", "compare", "format_comparison"]
+__all__ = [
+    "Comparison",
+    "GateInputError",
+    "InvalidRunError",
+    "Thresholds",
+    "compare",
+    "failures",
+    "format_comparison",
+    "rise_z",
+]
 
 
 class GateInputError(ValueError):
@@ -37,6 +48,9 @@ class Thresholds:
     error_rate_rise_pp: float = 0.5
     throughput_drop_pct: float = 10.0
     knee_p99_factor: float = 3.0
+    share_confidence: float = 0.99
+    """A share's rise counts only when a one-sided two-proportion test puts it beyond sampling noise at this
+    confidence (:func:`rise_z`)."""
 
 
 @dataclass
@@ -45,7 +59,7 @@ class Check:
     metric: str
     baseline: float | None
     current: float | None
-    verdict: str  # "ok", "REGRESSION", "skipped"
+    verdict: str  # "ok", "REGRESSION", "skipped", "finding" (reported, never failing)
     note: str = ""
 
 
@@ -164,19 +178,48 @@ def _step_checks(baseline: dict[str, Any], current: dict[str, Any], t: Threshold
             checks.append(
                 _p99_check(label, column, base[users].get(column), cur[users].get(column), minimum, t, at_knee)
             )
-        eb, ec = error_rate(base[users]), error_rate(cur[users])
-        bad = 100.0 * (ec - eb) > t.error_rate_rise_pp
-        checks.append(
-            Check(
-                label,
-                "error_rate_pct",
-                round(100 * eb, 2),
-                round(100 * ec, 2),
-                "REGRESSION" if bad else "ok",
-                f"{100 * (ec - eb):+.2f} pp",
-            )
-        )
+        checks.append(_share_check(label, "error_rate_pct", failures(base[users]), failures(cur[users]), t))
+        refused = [(s.get("status_429") or 0, s.get("requests") or 0) for s in (base[users], cur[users])]
+        if refused[0][0] or refused[1][0]:  # behind a provider cap: what users felt is the error rate above
+            checks.append(_share_check(label, "status_429_pct", refused[0], refused[1], t, judged=False))
     return checks
+
+
+def failures(step: dict[str, Any]) -> tuple[int, int]:
+    """``(failed, of)``: the client requests that failed and all of them (retries and fallbacks are inside a client
+    request: what users felt); the failed attempts and all attempts of a run without client figures."""
+    clients = step.get("client_requests") or 0
+    if clients:
+        return clients - (step.get("client_ok") or 0), clients
+    return step.get("errors") or 0, step.get("requests") or 0
+
+
+def rise_z(base: tuple[int, int], current: tuple[int, int]) -> float:
+    """The two-proportion z statistic of a share's rise from ``base`` to ``current`` (``(count, of)`` each), with the
+    pooled share's standard error: ``(p_c - p_b) / sqrt(p (1 - p) (1 / n_b + 1 / n_c))``; 0 when either is empty or
+    nothing happened in both."""
+    (kb, nb), (kc, nc) = base, current
+    if not nb or not nc:
+        return 0.0
+    pooled = (kb + kc) / (nb + nc)
+    se = math.sqrt(pooled * (1 - pooled) * (1 / nb + 1 / nc))
+    return (kc / nc - kb / nb) / se if se else 0.0
+
+
+def _share_check(
+    label: str, metric: str, base: tuple[int, int], current: tuple[int, int], t: Thresholds, judged: bool = True
+) -> Check:
+    """A share's rise regresses when it is above the minimum (``error_rate_rise_pp``) and beyond sampling noise
+    (:func:`rise_z` above the one-sided normal quantile of ``share_confidence``); one not ``judged`` is a finding."""
+    b = base[0] / base[1] if base[1] else 0.0
+    c = current[0] / current[1] if current[1] else 0.0
+    z, needed = rise_z(base, current), NormalDist().inv_cdf(t.share_confidence)
+    noise = f"{'beyond' if z > needed else 'within'} sampling noise: z {z:.2f}, {needed:.2f} needed"
+    note = f"{100 * (c - b):+.2f} pp ({noise})"
+    if not judged:
+        return Check(label, metric, round(100 * b, 2), round(100 * c, 2), "finding", note + "; reported, not judged")
+    bad = 100.0 * (c - b) > t.error_rate_rise_pp and z > needed
+    return Check(label, metric, round(100 * b, 2), round(100 * c, 2), "REGRESSION" if bad else "ok", note)
 
 
 def _p99_check(

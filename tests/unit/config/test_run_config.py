@@ -3,6 +3,9 @@
 import dataclasses
 import re
 from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
 
 from locust_llm.config.flags import FLAGS
 from locust_llm.config.run_config import RunConfig
@@ -51,3 +54,15 @@ def test_every_flag_has_help_and_a_unique_env_var():
     assert len(env_vars) == len(set(env_vars))
     assert all(f.help.strip().endswith((".", ")")) for f in FLAGS + SIM_FLAGS), [f.name for f in FLAGS + SIM_FLAGS]
     assert all(f.env_var for f in FLAGS if not f.multiple)
+
+
+def test_the_gate_confidence_must_be_a_probability_a_test_can_use():
+    from locust_llm.config.flags import GATE_FLAGS, parse_flags
+    from locust_llm.config.parsers import ConfigError
+    from locust_llm.config.run_config import thresholds_from
+
+    values = parse_flags(SimpleNamespace(gate_confidence="0.95"), GATE_FLAGS)
+    assert thresholds_from(values).share_confidence == 0.95
+    values["gate_confidence"] = 1.0
+    with pytest.raises(ConfigError, match=r"--gate-confidence must be between 0.5 and 0.9999, got 1"):
+        thresholds_from(values)

@@ -167,3 +167,54 @@ def test_open_loop_runs_are_compared_by_offered_rate():
 def test_an_open_loop_run_is_not_compared_with_a_closed_loop_one():
     with pytest.raises(GateInputError, match="load the endpoint differently"):
         compare(summary(), rate_summary())
+
+
+def client_summary(failed, of=1000, refused=0):
+    """A run whose 16-user step had ``failed`` of ``of`` client requests fail, and ``refused`` 429 attempts."""
+    base = summary()
+    step = base["steps"][1]
+    step.update(client_requests=of, client_ok=of - failed, requests=of + refused, status_429=refused, errors=failed)
+    return base
+
+
+@pytest.mark.parametrize(
+    ("before", "after"),
+    # the grok-like reruns of one simulator behind its 429 wall: the client failure rate moved by 0.7-1.4 pp
+    [(63.8, 70.5), (49.1, 56.3), (49.1, 63.5)],
+)
+def test_a_rise_of_the_error_rate_within_its_sampling_noise_is_no_regression(before, after):
+    """A share of about 5-7 % of 1,000 client requests has a standard error of about 0.7 pp per run: these rises
+    are within two standard errors of the difference (z 0.7-1.4), under the 2.33 a one-sided 99 % test needs."""
+    result = compare(client_summary(round(before)), client_summary(round(after)))
+    check = next(c for c in result.checks if c.metric == "error_rate_pct" and c.step == "16 users")
+    assert check.verdict == "ok" and "within sampling noise" in check.note, check
+
+
+def test_a_real_rise_of_the_error_rate_is_a_regression_and_says_it_is_beyond_noise():
+    result = compare(client_summary(50), client_summary(120))  # 5 % -> 12 % of 1,000: z about 5.6
+    check = next(c for c in result.checks if c.metric == "error_rate_pct" and c.step == "16 users")
+    assert check.verdict == "REGRESSION" and "beyond sampling noise" in check.note, check
+
+
+def test_a_rise_beyond_noise_but_under_the_minimum_effect_is_no_regression():
+    # 0.1 % -> 0.45 % of 100,000: certain, and still under the 0.5 pp a user would act on
+    result = compare(client_summary(100, of=100_000), client_summary(450, of=100_000))
+    assert not result.regressed
+
+
+def test_the_429_share_of_attempts_is_a_finding_never_a_regression():
+    """Behind a provider's cap the refused share of attempts moves while what users felt (the client failure rate,
+    retries included) holds: it is reported, not judged."""
+    result = compare(client_summary(10, refused=100), client_summary(10, refused=400))
+    check = next(c for c in result.checks if c.metric == "status_429_pct")
+    assert check.verdict == "finding" and "beyond sampling noise" in check.note and not result.regressed
+    assert "finding" in format_comparison(result) and "verdict: no regression" in format_comparison(result)
+
+
+def test_the_two_proportion_statistic():
+    from locust_llm.reports.compare import rise_z
+
+    assert rise_z((50, 1000), (50, 1000)) == 0.0 and rise_z((0, 1000), (0, 1000)) == 0.0
+    assert rise_z((0, 0), (5, 100)) == 0.0  # nothing to compare with
+    # pooled p = 0.1, se = sqrt(0.09 * 0.02) = 0.04243: (0.15 - 0.05) / se
+    assert rise_z((5, 100), (15, 100)) == pytest.approx(0.10 / 0.0424264, rel=1e-4)
