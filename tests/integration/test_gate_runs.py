@@ -1,5 +1,5 @@
 """The nightly gate on real simulator runs: a third of the KV cache gone is a regression; the same simulator twice
-is not. (The closing note of the [truth] work gives five repeats of the same-simulator pair.)"""
+is not."""
 
 import json
 import subprocess
@@ -57,23 +57,10 @@ def test_a_third_of_the_kv_cache_gone_is_a_regression(runs):
     assert cut["run"]["simulator"]["saturation_users"] < base["run"]["simulator"]["saturation_users"]
 
 
-def one_step_latency_only(report: str) -> bool:
-    """Whether every regression the gate reports is a p99 latency rise, all at one step: what one stall of this
-    shared machine during one 8-second step gives (CI saw TTFT p99 29 -> 52 ms and ITL p99 16 -> 26 ms at 16 users
-    only, every other step and the capacity unchanged)."""
-    failed = [line.split() for line in report.splitlines() if "REGRESSION" in line and "verdict" not in line]
-    steps = {tuple(cells[:2]) for cells in failed}
-    return bool(failed) and len(steps) == 1 and all(cells[2] in ("ttft_p99_ms", "itl_p99_ms") for cells in failed)
-
-
-def test_the_same_simulator_twice_is_no_regression(runs, tmp_path):
-    """The same configuration is not flagged. A machine stall is not reproducible and a regression is: when the only
-    regression is a latency rise at one step, the current run is made again (at most twice), as a user would confirm
-    a nightly alarm before acting on it."""
+def test_the_same_simulator_twice_is_no_regression(runs):
+    """The same configuration is not flagged, in one comparison (no run is made again): a TTFT p99 of an 8-second
+    step's few hundred requests, which one stall of this machine sets, is reported and its p90 judged (the gate's
+    TAIL_SAMPLES rule); the ITL minimum is the simulator's own lateness on such a machine (MACHINE_ITL_NOISE)."""
     proc = compare(runs["baseline"], runs["same"], *MACHINE_ITL_NOISE)
-    for again in range(2):
-        if proc.returncode == 0 or not one_step_latency_only(proc.stdout):
-            break
-        proc = compare(runs["baseline"], sweep(tmp_path / f"again{again}"), *MACHINE_ITL_NOISE)
     assert proc.returncode == 0, proc.stdout
     assert "verdict: no regression" in proc.stdout

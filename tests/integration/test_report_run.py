@@ -49,8 +49,8 @@ def test_llm_report_writes_summary_html_and_prints_the_recommendation(baseline):
 def test_baseline_gate_sets_the_exit_code(baseline, tmp_path):
     good = baseline / "report" / "summary.json"
     # two runs of one config on a shared 2-core machine: ITL p99 (here ~6 ms) went from 6.0 to 9.1 ms in CI once,
-    # over the default 2 ms minimum rise, and TTFT p99 at 2 users (48 requests: the slowest one) from 51.7 to 72.8 ms,
-    # over the default 20 ms; this checks the exit code follows the verdict, not the machine's noise
+    # over the default 2 ms minimum rise (the simulator itself is up to ~7 ms late at p99 on such a machine); the
+    # TTFT p99 of these steps' few dozen requests is reported and their p90 judged (the gate's TAIL_SAMPLES rule)
     proc = run_locust(
         *SHORT,
         "--csv",
@@ -59,21 +59,19 @@ def test_baseline_gate_sets_the_exit_code(baseline, tmp_path):
         str(good),
         "--min-itl-rise-ms",
         "10",
-        "--min-ttft-rise-ms",
-        "100",
         cwd=tmp_path,
     )
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "verdict: no regression" in proc.stdout
     better = json.loads(good.read_text())
-    for step in better["steps"]:
-        step["ttft_p99_ms"] = step["ttft_p99_ms"] / 4  # a baseline four times faster than this machine can be
+    for step in better["steps"]:  # a baseline four times faster than this machine can be
+        step["ttft_p99_ms"], step["ttft_p90_ms"] = step["ttft_p99_ms"] / 4, step["ttft_p90_ms"] / 4
     (tmp_path / "better.json").write_text(json.dumps(better))
     proc = run_locust(
         *SHORT, "--csv", str(tmp_path / "worse"), "--baseline", str(tmp_path / "better.json"), cwd=tmp_path
     )
     assert proc.returncode == 1, proc.stdout[-3000:]
-    assert "REGRESSION" in proc.stdout and re.search(r"ttft_p99_ms .* REGRESSION", proc.stdout)
+    assert "REGRESSION" in proc.stdout and re.search(r"ttft_p90_ms .* REGRESSION", proc.stdout)
 
 
 def test_bad_baseline_exits_2(tmp_path):
