@@ -1,11 +1,9 @@
-"""Client discipline after a refusal (HTTP 429 or 503): when, if ever, to try again. Pure.
+"""Client discipline after a refusal (HTTP 429 or 503), and after server-side failures. Pure.
 
-``honor`` waits what the server asked (``retry-after-ms``, else ``Retry-After`` in seconds or as a date), else full
-jitter ``uniform(0, min(backoff_max, backoff_base * 2 ** attempt))``; an unusable value (negative, NaN, a past date)
-takes the backoff, never "retry now". ``none`` moves on; ``naive`` retries at once (a retry storm, to show one).
-Under ``honor`` a user whose client requests keep failing on the server's side (a 5xx, a reset, a broken stream)
-also backs off before its next request with the same jitter, growing with the failures in a row and reset by a
-success. Every wait is capped at ``--max-retry-wait``.
+``honor`` waits what the server asked (``retry-after-ms``, else ``Retry-After``), else full jitter ``uniform(0,
+min(backoff_max, backoff_base * 2 ** attempt))``, never "retry now" for an unusable value; after client requests
+that failed on the server's side it backs off the same way (:meth:`RetryPolicy.error_backoff`). ``none`` moves on;
+``naive`` retries at once. Every wait is capped at ``--max-retry-wait``.
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
 """The regression gate: a run's ``summary.json`` against a baseline's. Pure.
 
-A run regresses (:class:`Thresholds`) when: the recommended concurrency or latency knee falls by more than
-``knee_drop_steps`` steps and ``knee_drop_pct`` %; the peak output tok/s (or the SLA capacity) falls by more than
-its share; a shared step's output tok/s falls by more than ``throughput_drop_pct`` %; a p99 below the baseline's knee
-rises by more than ``p99_rise_pct`` % and its minimum in ms (at the knee, by ``knee_p99_factor`` times; a TTFT p99 of
-fewer than :data:`TAIL_SAMPLES` requests is judged at p90); or the
-client failure rate at or below the knee rises by more than ``error_rate_rise_pp`` points and beyond its sampling
-noise (a one-sided two-proportion test at ``share_confidence``). The 429 share of attempts is reported, never
-judged. An invalid baseline is bad input; an invalid run is not judged. docs/methodology.md, "The regression gate".
+A run regresses (:class:`Thresholds`) when its recommended concurrency or knee falls by more than ``knee_drop_steps``
+steps and ``knee_drop_pct`` %; its peak output tok/s (or SLA capacity), or a shared step's, falls by more than its
+share; a p99 below the baseline's knee rises by more than ``p99_rise_pct`` % and its minimum (a TTFT p99 of fewer than
+:data:`TAIL_SAMPLES` requests: judged at p90); or the client failure rate at or below the knee rises by more than
+``error_rate_rise_pp`` and beyond its sampling noise (:func:`rise_z`). The 429 share is reported, never judged.
+docs/methodology.md, "The regression gate".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """What the fast path assumes of geventhttpclient, gevent, Locust and the openai SDK, checked at start-up.
 
-The fast path (``--fast-path auto``) reads plain-HTTP streams with private pieces of geventhttpclient and gevent
-(``locust_llm/http/``) and logs Locust's statistics rows without its event hook (:mod:`.locust_stats`). :func:`check`
-returns every assumption that no longer holds, one line each; a run then takes the library path, as with
-``--fast-path off``, and says so in one line. ``tests/unit/runtime/test_contract.py`` runs the same check, so an
-upgrade that breaks one fails there. docs/architecture.md, "Private names", lists them.
+:func:`check` returns every assumption that no longer holds, one line each: private names, signatures, and that the
+batched logging still matches ``StatsEntry.log``. A run then takes the library path (``--fast-path off``) and says so
+in one line; ``tests/unit/runtime/test_contract.py`` runs the same check. docs/architecture.md, "Private names".
 """
 
 from __future__ import annotations

@@ -1,13 +1,11 @@
-"""How one user turns a client request into attempts: cool-downs, fallback routes, hedging and retries.
+"""How one user turns a client request into attempts: cool-downs, fallbacks, hedging, retries and backoff.
 
-(1) Under ``honor`` a model that refused the user cools down until its wait has passed, and the user skips it. (2) An
-attempt refused with a ``--fallback-on`` status goes at once to the next model of the route. (3) With
-``--hedge-ttft-ms X`` an attempt without a first token after X ms is raced by the next model; the first to stream
-wins. (4) A refused attempt the retry policy retries starts again at (1). (5) After a systematic failure the user
-pauses. (6) Under ``honor``, after client requests that failed on the server's side (a 5xx, a reset, a broken
-stream) the user backs off before its next request, with full jitter growing with the failures in a row; a success
-resets it. Every attempt that ends is recorded once, with its own intended start; the client request once more, from its
-intended start. docs/methodology.md, "Retries, fallback and hedging".
+(1) Under ``honor`` a model that refused the user cools down until its wait has passed. (2) An attempt refused with a
+``--fallback-on`` status goes at once to the next model of the route. (3) With ``--hedge-ttft-ms X`` an attempt
+without a first token after X ms is raced by the next model; the first to stream wins. (4) A refused attempt the
+policy retries starts again at (1). (5) After a systematic failure the user pauses. (6) Under ``honor``, after
+server-side failures the user backs off before its next request. Every attempt is recorded once, from its own
+intended start; the client request once more, from its own. docs/methodology.md, "Retries, fallback and hedging".
 """
 
 from __future__ import annotations
