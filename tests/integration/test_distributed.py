@@ -2,10 +2,11 @@
 
 import json
 import urllib.request
+from functools import partial
 
 import pytest
 
-from tests.support.procs import distributed_run, read_csv, run_locust, sim
+from tests.support.procs import at_once, distributed_run, read_csv, run_locust, sim
 from tests.support.truth import assert_pacing_truth
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
@@ -37,19 +38,43 @@ def by_step(rows):
     return {int(r["step"]): r for r in rows}
 
 
+KILLED_SWEEP = (
+    "--steps",
+    "6,12",
+    "--step-duration",
+    "12s",
+    "--warmup",
+    "2s",
+    "--max-tokens",
+    str(MAX_TOKENS),
+    "--model",
+    "sim-llm",
+)
+
+
+def distributed(path, workers, sweep, kill_worker_after_s=None):
+    with sim(*SIM) as base:
+        code, stdout, stderr = distributed_run(path, base, workers, sweep, kill_worker_after_s=kill_worker_after_s)
+        return code, stdout, stderr, path, sim_stats(base)
+
+
+def single(path):
+    with sim(*SIM) as base:
+        proc = run_locust("--headless", "--host", base, "--csv", str(path / "run"), *SWEEP, cwd=path)
+        return proc.returncode, proc.stdout, proc.stderr, path, sim_stats(base)
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The same load twice: a master with 2 workers, then a single process (each against its own simulator)."""
-    out = {}
-    with sim(*SIM) as base:
-        path = tmp_path_factory.mktemp("distributed")
-        code, stdout, stderr = distributed_run(path, base, 2, SWEEP)
-        out["distributed"] = (code, stdout, stderr, path, sim_stats(base))
-    with sim(*SIM) as base:
-        path = tmp_path_factory.mktemp("single")
-        proc = run_locust("--headless", "--host", base, "--csv", str(path / "run"), *SWEEP, cwd=path)
-        out["single"] = (proc.returncode, proc.stdout, proc.stderr, path, sim_stats(base))
-    return out
+    """At once, each against its own simulator: the same load on a master with 2 workers and on a single process,
+    and a master with 3 workers one of which is killed (light loads of a few users: together they fit the cores)."""
+    return at_once(
+        {
+            "distributed": partial(distributed, tmp_path_factory.mktemp("distributed"), 2, SWEEP),
+            "single": partial(single, tmp_path_factory.mktemp("single")),
+            "killed": partial(distributed, tmp_path_factory.mktemp("killed"), 3, KILLED_SWEEP, 15),
+        }
+    )
 
 
 def test_distributed_run_completes(runs):
@@ -103,21 +128,8 @@ def test_percentiles_match_a_single_process_run_of_the_same_load(runs):
             assert abs(a - b) <= 0.02 * truth + noise_ms, (step, column, a, b)
 
 
-def test_a_killed_worker_marks_its_step_invalid_and_the_run_still_completes(tmp_path):
-    sweep = (
-        "--steps",
-        "6,12",
-        "--step-duration",
-        "12s",
-        "--warmup",
-        "2s",
-        "--max-tokens",
-        str(MAX_TOKENS),
-        "--model",
-        "sim-llm",
-    )
-    with sim(*SIM) as base:
-        code, stdout, stderr = distributed_run(tmp_path, base, 3, sweep, kill_worker_after_s=15)
+def test_a_killed_worker_marks_its_step_invalid_and_the_run_still_completes(runs):
+    code, stdout, stderr, tmp_path, _ = runs["killed"]
     assert "Traceback" not in stderr
     assert code == 3, stdout[-2000:]  # an invalid measurement
     steps = by_step(read_csv(tmp_path / "run_llm_steps.csv"))
