@@ -10,12 +10,13 @@ C (k + 1) <= u* <= C (k + 1.2).
 import json
 import math
 import re
+from functools import partial
 
 import pytest
 
 from tests.integration.test_report_browser import chromium, headless
 from tests.integration.test_web_ui import fetch, wait_for, web_ui
-from tests.support.procs import distributed_run, read_csv, run_locust, sim
+from tests.support.procs import at_once, distributed_run, read_csv, run_locust, sim
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
@@ -28,9 +29,7 @@ def sim_args(capacity: int) -> str:
     return f"--ttft-ms {TTFT_MS:g} --itl-ms {ITL_MS:g} --capacity {capacity}"
 
 
-@pytest.fixture(scope="module")
-def sla_search(tmp_path_factory):
-    out = tmp_path_factory.mktemp("search")
+def run_sla_search(out):
     capacity, k = 4, 1
     limit = TTFT_MS + k * SERVICE_MS + SERVICE_MS / 5  # 400 ms
     proc = run_locust(
@@ -50,6 +49,54 @@ def sla_search(tmp_path_factory):
     )
     bounds = (capacity * (k + 1), capacity * (k + 1.2))
     return proc, out, bounds
+
+
+def run_knee_search(out, capacity):
+    with sim(*sim_args(capacity).split()) as base:
+        sweep = ("--model", "sim-llm", "--search", "knee", "--steps", "2", *FAST)
+        code, _, err = distributed_run(out, base, 2, sweep)
+    return code, err, out
+
+
+def run_budget(out):
+    return run_locust(
+        "--headless",
+        "--search",
+        "knee",
+        "--steps",
+        "2",
+        "--search-max-duration",
+        "10s",
+        *FAST,
+        "--search-min-requests",
+        "20",
+        "--sim-args",
+        sim_args(2),
+        "--csv",
+        str(out / "run"),
+        cwd=out,
+    ), out
+
+
+@pytest.fixture(scope="module")
+def searches(tmp_path_factory):
+    """Three searches at once, each against its own pacing simulator of a few slots (light loads)."""
+    return at_once(
+        {
+            "sla": partial(run_sla_search, tmp_path_factory.mktemp("search")),
+            "knee": partial(run_knee_search, tmp_path_factory.mktemp("knee"), KNEE_CAPACITY),
+            "budget": partial(run_budget, tmp_path_factory.mktemp("budget")),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def sla_search(searches):
+    return searches["sla"]
+
+
+# C = 3: S / C = 83 ms, so one user over capacity lifts the mean TTFT to 183 ms, past 1.5 x 100 ms (+10 %)
+KNEE_CAPACITY = 3
 
 
 def test_the_sla_search_finds_the_simulators_sla_capacity(sla_search):
@@ -93,12 +140,9 @@ def test_the_search_report_renders_in_chromium_with_its_path(sla_search, tmp_pat
     assert "Search path" in proc.stdout
 
 
-def test_a_master_with_two_workers_finds_the_knee(tmp_path):
-    # C = 3: S / C = 83 ms, so one user over capacity lifts the mean TTFT to 183 ms, past 1.5 x 100 ms (+10 %)
-    capacity = 3
-    with sim(*sim_args(capacity).split()) as base:
-        sweep = ("--model", "sim-llm", "--search", "knee", "--steps", "2", *FAST)
-        code, _, err = distributed_run(tmp_path, base, 2, sweep)
+def test_a_master_with_two_workers_finds_the_knee(searches):
+    code, err, tmp_path = searches["knee"]
+    capacity = KNEE_CAPACITY
     assert code == 0, err[-3000:]
     summary = json.loads((tmp_path / "run_llm_summary.json").read_text())
     assert summary["search"]["answer"] == capacity and summary["knee"]["latency_knee_users"] == capacity
@@ -124,24 +168,8 @@ def test_bad_search_input_is_one_line_and_exit_2(tmp_path, args, message):
     assert len(errors) == 1 and message in errors[0]
 
 
-def test_the_time_budget_ends_the_search_and_says_so(tmp_path):
-    proc = run_locust(
-        "--headless",
-        "--search",
-        "knee",
-        "--steps",
-        "2",
-        "--search-max-duration",
-        "10s",
-        *FAST,
-        "--search-min-requests",
-        "20",
-        "--sim-args",
-        sim_args(2),
-        "--csv",
-        str(tmp_path / "run"),
-        cwd=tmp_path,
-    )
+def test_the_time_budget_ends_the_search_and_says_so(searches):
+    proc, tmp_path = searches["budget"]
     summary = json.loads((tmp_path / "run_llm_summary.json").read_text())
     search = summary["search"]
     assert not search["complete"] and "--search-max-duration" in search["reason"]
