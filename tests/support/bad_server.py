@@ -14,7 +14,10 @@ Modes:
 - ``echo-stream-error``: a 200 stream whose error object echoes the key;
 - ``retry-after:VALUE``: 429 with ``Retry-After: VALUE`` for every request;
 - ``retry-after-first:VALUE``: 429 with ``Retry-After: VALUE`` for the first request (the preflight), then ``ok``;
-- ``http500``, ``http502``: that status at once, for every request.
+- ``http500``, ``http502``: that status at once, for every request;
+- ``mixed``: after the first request (``ok``, the preflight), each in turn: ``ok``, a 500, a reset mid-stream, a
+  malformed chunk, no ``[DONE]`` after a finish_reason, ``ok`` and then the connection closed although kept alive,
+  an event of 1.5 MiB in one chunk, a stall after the first token (longer than the run's request timeout).
 
 ``GET /seen`` answers ``{"requests": N, "auth": [every Authorization header seen], "headers": {name: values},
 "times": [time.monotonic() when each request's head arrived]}``.
@@ -59,10 +62,31 @@ def _error(message: bytes, code: bytes = b"") -> bytes:
     return b'data: {"error": {"message": "' + message + b'", "type": "requests", "code": "' + code + b'"}}\n\n'
 
 
+MIXED = ("ok", "http500", "cut", "malformed", "no-done", "close", "huge", "stall")
+HUGE = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"x" * (3 << 19) + b'"},"finish_reason":null}]}\n\n'
+
+
 async def answer(mode: str, key: bytes, writer: asyncio.StreamWriter) -> bool:
     """Answer one request; False when the connection must be dropped."""
     name, _, arg = mode.partition(":")
     ok = [TOKEN, TOKEN, TOKEN, USAGE, DONE]
+    if name == "mixed":
+        name = "ok" if SEEN["requests"] == 1 else MIXED[(SEEN["requests"] - 2) % len(MIXED)]
+    if name == "malformed":
+        await _stream(writer, [TOKEN, b'data: {"choices": [oops\n\n', TOKEN, USAGE, DONE])
+        return True
+    if name == "close":
+        await _stream(writer, ok)
+        await writer.drain()
+        return False
+    if name == "huge":
+        await _stream(writer, [HUGE, TOKEN, USAGE, DONE])
+        return True
+    if name == "stall":
+        writer.write(_response("200 OK", "text/event-stream", b"", chunked=True) + _chunk(TOKEN))
+        await writer.drain()
+        await asyncio.sleep(30)
+        return False
     if name == "unauthorized" or (name == "revoke" and SEEN["requests"] > int(arg)):
         body = (
             b'{"error": {"message": "Incorrect API key provided: ' + key + b'.", "type": '
