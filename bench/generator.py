@@ -292,7 +292,7 @@ def main() -> None:
                     together.append(at_once(floor, streams, tokens, repeat, args.seconds, server_core, gen_core))
     print(
         f"python: {platform.python_implementation()} {platform.python_version()} ({sys.executable}); the "
-        "interpreter's build moves every generator's CPU (README, Generator cost)"
+        "interpreter's build moves every generator's CPU (docs/performance.md#the-generator)"
     )
     print(table(rows))
     if together:

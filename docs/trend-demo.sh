@@ -1,6 +1,7 @@
 #!/bin/sh
-# The README's trend chart: ten short sweeps against the embedded simulator, its KV cache cut from 176 to 120
-# blocks after the fifth (the capacity lowered part-way through), then 'locust-llm trend' over the kept reports.
+# The trend chart of docs/nightly.md (docs/screenshots.sh --with-trend copies it there): ten short sweeps against
+# the embedded simulator, its KV cache cut from 176 to 120 blocks after the fifth (the capacity lowered part-way
+# through), then 'locust-llm trend' over the kept reports.
 #   sh docs/trend-demo.sh [OUT]      (about 8 minutes; OUT defaults to runs/trend-demo)
 set -eu
 out="${1:-runs/trend-demo}"
@@ -15,7 +16,7 @@ for i in 1 2 3 4 5 6 7 8 9 10; do
   echo "run $i (kv-blocks $kv): $(grep -m1 'recommended max' "$night.log" || echo 'no summary')"
 done
 locust-llm trend "$out" --out "$out" --window 10 || echo "trend exit code $?"
-# the picture in README (Debian's chromium, headless)
+# the picture (Debian's chromium, headless)
 if command -v chromium > /dev/null; then
   chromium --headless --no-sandbox --disable-gpu --hide-scrollbars --user-data-dir="$out/.profile" \
     --virtual-time-budget=15000 --window-size=1200,1700 --screenshot="$out/trend.png" "file://$(realpath "$out")/trend.html" \

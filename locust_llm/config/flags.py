@@ -115,7 +115,7 @@ GROUPS = {
     "gate": "Regression gate",
     "sim": "Embedded simulator",
 }
-"""Flag groups, in the order ``locust-llm flags`` and README show them."""
+"""Flag groups, in the order ``locust-llm flags`` and docs/flags.md show them."""
 
 _SLA = "report"
 REPORT_FLAGS: tuple[Flag, ...] = (
@@ -197,8 +197,8 @@ GATE_FLAGS: tuple[Flag, ...] = tuple(
         (
             "--gate-confidence",
             "0.99",
-            "a rise of the error rate counts only when a one-sided two-proportion test puts it beyond sampling "
-            "noise at this confidence (0.5 to 0.9999), as well as above --max-error-rate-rise-pp.",
+            "a rise of the error rate counts only beyond sampling noise at this confidence (one-sided "
+            "two-proportion test; 0.5 to 0.9999).",
         ),
     )
 )
@@ -217,8 +217,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--api-key",
         None,
-        "API key sent as 'Authorization: Bearer ...'. Prefer the OPENAI_API_KEY environment "
-        "variable; the key never appears in logs, CSVs, reports or the web UI.",
+        "API key, sent as 'Authorization: Bearer ...'; prefer OPENAI_API_KEY. Never in logs, CSVs, reports or the "
+        "web UI.",
         "OPENAI_API_KEY",
         group="endpoint",
         web_ui=False,
@@ -227,9 +227,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--header",
         None,
-        "Extra request header 'Name: value' (repeatable). Values of key/token/auth headers are "
-        "kept secret. LOCUST_LLM_HEADERS adds more, one 'Name: value' per line, and keeps them off the command "
-        "line.",
+        "Extra 'Name: value' request header (repeatable); key, token and auth values are secret. LOCUST_LLM_HEADERS: "
+        "one per line.",
         "LOCUST_LLM_HEADERS",
         parse_headers,
         "endpoint",
@@ -259,9 +258,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--ca-bundle",
         None,
-        "PEM file of the CA certificates to trust for an https:// host (replaces the default "
-        "trust). Unset: REQUESTS_CA_BUNDLE, then CURL_CA_BUNDLE, then SSL_CERT_FILE, as requests reads them; else "
-        "the system's trust.",
+        "PEM file of the CAs to trust for https:// hosts (replaces the default). Unset: REQUESTS_CA_BUNDLE, "
+        "CURL_CA_BUNDLE, SSL_CERT_FILE.",
         "LOCUST_LLM_CA_BUNDLE",
         group="endpoint",
         web_ui=False,
@@ -296,8 +294,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--prompts",
         None,
-        'Prompt file: .txt (one prompt per line), .jsonl ({"messages": [...]} or {"prompt": ...}, '
-        "optional max_tokens) or .json (ShareGPT). Every worker needs it at the same path.",
+        "Prompt file: .txt (a prompt per line), .jsonl (messages, prompt or turns per line) or ShareGPT .json; same "
+        "path on every worker.",
         "LOCUST_LLM_PROMPTS",
         load_prompt_file,
         "workload",
@@ -338,9 +336,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--turns",
         "auto",
-        "Conversations: each user holds one of N (or MIN:MAX, uniform) turns, each resending the "
-        "whole history, then starts another. auto: the prompt file's multi-turn conversations turn by turn, else "
-        "single requests. 1: single requests (a file conversation is sent whole).",
+        "Conversations of N (or MIN:MAX) turns, each resending the history; auto: a prompt file's conversations, "
+        "else single requests.",
         "LOCUST_LLM_TURNS",
         parse_turns,
         "workload",
@@ -431,8 +428,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--hedge-ttft-ms",
         None,
-        "Hedge: with no first token after this many ms, send the same request to the next "
-        "model (the same model without --fallback-models) and keep whichever streams first.",
+        "With no first token after this many ms, send the request to the next model too (or the same one) and keep "
+        "the first to stream.",
         "LOCUST_LLM_HEDGE_TTFT_MS",
         _optional_number(),
         "client",
@@ -483,8 +480,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--warmup",
         "auto",
-        "Samples this long after each step change are kept apart from the steady state: a "
-        "duration (5s), a share of the step (10%), or auto = max(5 s, 10% of the step), at most half the step.",
+        "Kept apart after each step change: a duration (5s), a share of the step (10%), or auto = max(5 s, 10%), at "
+        "most half the step.",
         "LOCUST_LLM_WARMUP",
         parse_warmup,
         "steps",
@@ -492,9 +489,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--fast-path",
         "auto",
-        "How streams are read and Locust's statistics logged: auto (locust-llm's own reader and batched logging, "
-        "unless a library changed what they rely on: checked at start, said in one line) or off (the libraries' "
-        "public API alone: geventhttpclient's request and readline, one Locust event per row).",
+        "auto: locust-llm's own stream reader and batched logging, unless a library changed (checked at start); off: "
+        "public APIs only.",
         "LOCUST_LLM_FAST_PATH",
         _choice("auto", "off"),
         "steps",
@@ -502,9 +498,7 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--locust-itl-events",
         "each",
-        "Log each gap between tokens in Locust's 'ITL' row (each; in one call per "
-        "request while only Locust's runner listens to request events, else one event per gap), or none (off: "
-        "per-step ITL is still recorded exactly).",
+        "each: every gap between tokens in Locust's 'ITL' row; off: none there (the per-step ITL stays exact).",
         "LOCUST_LLM_ITL_EVENTS",
         _choice("each", "off"),
         "steps",
@@ -512,9 +506,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--max-generator-cpu",
         "80",
-        "A step is marked invalid when a generator process (a worker, the master or the "
-        "single process) used more CPU than this percentage of one core: an overloaded generator inflates the "
-        "latencies it reports.",
+        "A step is invalid when a generator process used more CPU than this % of one core (an overloaded generator "
+        "inflates latency).",
         "LOCUST_LLM_MAX_GENERATOR_CPU",
         parse_percent,
         "steps",
@@ -530,8 +523,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--min-step-requests",
         "10",
-        "A step is marked invalid when its steady window holds fewer completed "
-        "requests (also when their E2E p50 exceeds half the window): lengthen --step-duration for long outputs.",
+        "A step is invalid when its steady window holds fewer completed requests; lengthen --step-duration for long "
+        "outputs.",
         "LOCUST_LLM_MIN_STEP_REQUESTS",
         parse_nonnegative_int,
         "steps",
@@ -540,9 +533,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--search",
         "off",
-        "Find the capacity adaptively instead of a fixed sweep: sla (the highest load meeting "
-        "the --sla-* limits) or knee (the latency knee of TTFT p99); starts at the first --steps (or --rates) value, "
-        "doubles, then bisects.",
+        "Adaptive search instead of a fixed sweep: sla (highest load meeting the --sla-* limits) or knee (the TTFT "
+        "p99 knee); off.",
         "LOCUST_LLM_SEARCH",
         _choice("off", "sla", "knee"),
         "search",
@@ -584,17 +576,15 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--llm-report",
         None,
-        "Write report.html and summary.json to this directory at the end of the run "
-        "(default: {prefix}_llm_report.html and {prefix}_llm_summary.json next to the --csv files; off: none). The "
-        "capacity summary is printed either way.",
+        "Directory for report.html and summary.json (default: {prefix}_llm_report.html and _llm_summary.json by the "
+        "CSVs; off: none).",
         "LOCUST_LLM_REPORT",
         group="report",
     ),
     Flag(
         "--llm-summary-log",
         "off",
-        "on: also print summary.json as one log line ('locust-llm-summary: {...}') at "
-        "the end of the run, so that results survive pods that are gone (needs --llm-report).",
+        "on: also print summary.json as one log line ('locust-llm-summary: {...}'), so results outlive their pod.",
         "LOCUST_LLM_SUMMARY_LOG",
         parse_on_off,
         "report",

@@ -23,7 +23,7 @@ SYSTEMATIC = {
     "refused": "connection refused (check --host: is the server running and listening there?)",
     "dns": "the host name does not resolve (check --host)",
     "tls": "the TLS handshake failed (an untrusted certificate: trust its CA with --ca-bundle FILE, or for a test "
-    "server only --insecure; see README, HTTPS, certificates and proxies)",
+    "server only --insecure; docs/endpoints.md#https-certificates-and-proxies)",
 }
 """Failures that no retry, no other user and no amount of waiting will fix: the run stops on them (see
 :mod:`locust_llm.measure.failfast`). Key: ``RequestResult.cause``; value: what it means and what to check."""

@@ -96,7 +96,8 @@ SIM_FLAGS: tuple[Flag, ...] = (
     _sim_flag(
         "--preset",
         None,
-        f"Models to serve (default: default; pacing when --capacity, --ttft-ms or --itl-ms is given). {_PRESETS_HELP}.",
+        "Models to serve: default, grok-like, small-gpu, pacing (implied by --capacity, --ttft-ms, --itl-ms) or "
+        "reasoning (docs/simulator.md).",
     ),
     _sim_flag("--model", None, "Rename the first model of the preset."),
     *(_sim_flag(name, None, text + " Default: preset.", parse) for name, (_, parse, text) in _MODEL_FLAGS.items()),
@@ -126,25 +127,23 @@ SIM_FLAGS: tuple[Flag, ...] = (
     _sim_flag(
         "--close-delay-ms",
         "0",
-        "With 'close' faults: stop reading at once, close this many ms after the "
-        "response (0: close at once). A request sent meanwhile on the connection gets no byte of answer, as "
-        "with real servers.",
+        "With 'close' faults: close the connection this many ms after the response (0: at once); a request sent "
+        "meanwhile gets no answer.",
         _number(float),
     ),
     _sim_flag("--stall-s", "600", "How long a 'stall' fault holds.", _number(float)),
     _sim_flag(
         "--prefix-cache",
         "auto",
-        "Cache prompt prefixes: auto (every prefix, as vLLM's automatic prefix "
-        "caching: system prompts, marked prefixes and conversation histories; a system prompt's KV shared), "
-        "hint (only cache_control-marked prefixes, shared; as providers with explicit cache hints), off.",
+        "Cache prompt prefixes: auto (every prefix, as vLLM; a system prompt's KV shared), hint (only "
+        "cache_control-marked ones) or off.",
         lambda text, flag: parse_choice(text, flag, ("auto", "hint", "off")),
     ),
     _sim_flag(
         "--tls",
         None,
-        "Serve HTTPS with a certificate made at start, signed by a throw-away CA whose file is "
-        "printed ('TLS CA: PATH'); trust it with locust-llm's --ca-bundle.",
+        "Serve HTTPS with a certificate signed by a throw-away CA whose file it prints; trust it with locust-llm's "
+        "--ca-bundle.",
         switch=True,
     ),
     _sim_flag(
@@ -153,9 +152,8 @@ SIM_FLAGS: tuple[Flag, ...] = (
     _sim_flag(
         "--realtime",
         None,
-        "Run under real-time scheduling (SCHED_FIFO, priority 1), so that no other task "
-        "on the simulator's core delays a step's writes; give it a core of its own (taskset). Needs root, "
-        "CAP_SYS_NICE or ulimit -r >= 1; refused, the simulator exits. /sim/stats shows the policy.",
+        "Run under SCHED_FIFO (priority 1) so no other task delays a step's writes; needs root, CAP_SYS_NICE or "
+        "ulimit -r >= 1, and a core.",
         switch=True,
     ),
     _sim_flag("--seed", "0", "Seed of every random choice.", parse_int),

@@ -17,7 +17,8 @@ from tests.support.procs import ROOT, clean_env, disturbance_only, free_port
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
 DOCS = ROOT / "docs"
-UPDATE_DOCS = bool(os.environ.get("LOCUST_LLM_UPDATE_DOCS"))  # refresh README's screenshots from this real run
+# refresh the docs' screenshots from this real run (docs/screenshots.sh)
+UPDATE_DOCS = bool(os.environ.get("LOCUST_LLM_UPDATE_DOCS"))
 ARGS = ("--steps", "2,4,8", "--step-duration", "6s", "--warmup", "1s", "--max-tokens", "16")
 if UPDATE_DOCS:  # a sweep past the default simulator's knee, for the pictures
     ARGS = ("--steps", "8,16,32,64", "--step-duration", "8s", "--max-tokens", "64")
