@@ -32,7 +32,8 @@ __all__ = [
 
 
 class StepRow(TypedDict):
-    """One row of ``{csv_prefix}_llm_steps.csv``: a step's steady window for one model (docs/methodology.md, "The per-step rows", lists each column).
+    """One row of ``{csv_prefix}_llm_steps.csv``: a step's steady window for one model (each column:
+    docs/methodology.md, "The per-step rows").
 
     ``None`` is an empty cell: a percentile with no sample, a cost without prices, a figure a single process has
     not (``workers``)."""

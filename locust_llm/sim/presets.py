@@ -92,7 +92,8 @@ def parse_decode_table(text: str) -> tuple[tuple[int, float], ...]:
     return tuple(table)
 
 
-# Presets. Their knees (for the built-in prompts, ~30 prompt tokens, --max-tokens 128) are in docs/simulator.md, "Presets".
+# Presets. Their knees (for the built-in prompts, ~30 prompt tokens, --max-tokens 128) are in
+# docs/simulator.md, "Presets".
 _DEFAULT_TABLE = ((8, 12.0), (16, 14.0), (32, 17.0), (64, 20.0), (128, 26.0), (256, 40.0))
 
 

@@ -38,8 +38,8 @@ class OpenAISdkUser(LLMUserMixin, User):
         if not _warned:
             _warned = True
             logger.warning(
-                "OpenAISdkUser: the official SDK costs several times the generator CPU per token of ChatStreamUser; "
-                "keep the streams per worker core low (docs/performance.md#the-generator) and watch the steps' validity."
+                "OpenAISdkUser: the official SDK costs several times the generator CPU per token of ChatStreamUser: "
+                "keep the streams per worker core low (docs/performance.md#the-generator), watch the steps' validity."
             )
         headers = {"User-Agent": self.user_agent, **dict(self.config.headers)}
         # trust and proxy as ChatStreamUser's (locust_llm.config.tls), not httpx's own
