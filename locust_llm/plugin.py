@@ -66,8 +66,17 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
             )
     except (ConfigError, SimStartError, OSError) as exc:
         _fail_startup(run, str(exc))
+    _quiet_locust_table(environment.parsed_options)
     outputs.prepare()
     install_web_ui(environment, run)
+
+
+def _quiet_locust_table(options: Any) -> None:
+    """No flood: a headless run prints Locust's periodic statistics table only when asked (``--locust-stats on``, or
+    Locust's own ``--print-stats``), through Locust's own ``--only-summary``; its final table and CSVs are unchanged."""
+    wanted = getattr(options, "locust_stats", "auto") or "auto"
+    if wanted == "off" or (wanted == "auto" and not getattr(options, "print_stats", False)):
+        options.only_summary = True
 
 
 def _start_embedded_sim(run: LLMRun, config: RunConfig) -> None:

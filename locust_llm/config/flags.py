@@ -591,6 +591,15 @@ FLAGS: tuple[Flag, ...] = (
         web_ui=False,
     ),
     Flag(
+        "--locust-stats",
+        "auto",
+        "Locust's statistics table every few seconds in a headless run: on, off, or auto (off unless --print-stats).",
+        "LOCUST_LLM_LOCUST_STATS",
+        _choice("auto", "on", "off"),
+        "report",
+        web_ui=False,
+    ),
+    Flag(
         "--baseline",
         None,
         "Compare the run's summary with this baseline summary.json; the exit code is 1 on regression.",

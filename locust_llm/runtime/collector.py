@@ -11,6 +11,7 @@ import dataclasses
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from typing import Any
 
 import gevent
@@ -23,6 +24,7 @@ from locust_llm.measure.stats import STEADY, WARMUP, StatsTable, StepStats
 from locust_llm.measure.timeline import Timeline
 from locust_llm.protocol.metrics import RequestResult
 from locust_llm.runtime.cpu import CpuSampler
+from locust_llm.runtime.progress import SETTLE_S
 
 __all__ = ["PENDING_LIMIT", "PENDING_TOKENS", "Collector"]
 
@@ -69,6 +71,9 @@ class Collector:
         self.run = 0  # the number of the run being recorded (see reset)
         self._cpu = CpuSampler()
         self._known_workers: set[str] = set()
+        self.worker_steps: dict[str, tuple[int, int, bool]] = {}
+        """Master: per worker, from its last report, the step it was in, for how long (ns) and whether it had ended."""
+        self.after_sample: Callable[[], None] | None = None  # run once a second after the health sample
         self._greenlet: gevent.Greenlet | None = None
         self.hold_until_ns = 0
         """Before this (local clock) no user sends its first request: a Retry-After the preflight was given. A master
@@ -229,8 +234,11 @@ class Collector:
     def _on_report_to_master(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
         self._file_pending()
         delta = self.table.drain()
+        mark, ended = self.timeline.current, self.timeline.ended_ns is not None
+        at = [0, 0, ended] if mark is None else [mark.step, time.perf_counter_ns() - mark.began_ns, ended]
         data[REPORT_KEY] = {
             "run": self.run,
+            "at": at,  # where this worker is: what was observed before this report is in it (master: settled)
             "stats": delta.to_wire(),
             "cpu": {str(k): v for k, v in self.worker_cpu.items()},
         }
@@ -253,8 +261,24 @@ class Collector:
             return
         self.merged.merge(delta)
         self.by_worker[client_id].merge(delta)
+        at = report.get("at")
+        if at:
+            self.worker_steps[client_id] = (int(at[0]), int(at[1]), bool(at[2]))
         for step, pct in report.get("cpu", {}).items():
             self.health[int(step)].add_cpu(client_id, float(pct))
+
+    def settled(self, step: int) -> bool:
+        """Whether every sample of ``step`` observed elsewhere has arrived: always, but on a master, whose every
+        connected worker must have reported after it (:mod:`locust_llm.runtime.progress`)."""
+        if self.role != "master":
+            return True
+        alive = [c.id for c in self.environment.runner.clients.all if c.state != "missing"]
+        settle_ns = SETTLE_S * 1e9
+        for worker in alive:
+            at = self.worker_steps.get(worker)
+            if at is None or not (at[2] or (at[0] > step and at[1] >= settle_ns)):
+                return False
+        return True
 
     # -- health ------------------------------------------------------------------------------------------------
 
@@ -262,6 +286,8 @@ class Collector:
         while True:
             gevent.sleep(1.0)
             self.sample_health()
+            if self.after_sample is not None:
+                self.after_sample()
 
     def sample_health(self) -> None:
         pct = self._cpu.sample()

@@ -225,6 +225,7 @@ def finish(run: LLMRun) -> None:
         run.writer = None
     prefix = csv_prefix(run)
     step_rows = rows(run)
+    run.progress.finish(step_rows)
     code: int | None = None
     try:
         meta = run_meta(run, step_rows)

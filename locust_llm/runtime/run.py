@@ -25,6 +25,7 @@ from locust_llm.config.tls import Proxy, proxy_for
 from locust_llm.measure.health import needed_step_s, warmup_for
 from locust_llm.runtime.collector import Collector
 from locust_llm.runtime.embedded_sim import EmbeddedSim
+from locust_llm.runtime.progress import Progress
 from locust_llm.runtime.recorder import Recorder
 
 __all__ = ["FATAL_MESSAGE", "LLMRun", "all_runs", "find_run", "llm_run", "new_run"]
@@ -65,6 +66,9 @@ class LLMRun:
         self.summary: dict[str, Any] | None = None  # the capacity summary of the last finished run
         self.search: dict[str, Any] | None = None  # --search: its record so far (see locust_llm.runtime.search_driver)
         self.contract_broken: list[str] = []
+        self.progress = Progress(self._rows_now, self.collector.settled)
+        if self.role != "worker":
+            self.collector.after_sample = self.progress.poll
         """What the fast path assumes and no longer holds (:func:`locust_llm.runtime.contract.check`, at init)."""
         self.begin_hook: Callable[[LLMRun], str | None] | None = None
         """Begins the next run (``lifecycle.begin_run``, set by the plugin): see :meth:`begin`."""
@@ -129,11 +133,20 @@ class LLMRun:
             return None
         return proxy_for(host)
 
+    def _rows_now(self) -> list[Any]:
+        config = self.require_config()
+        return self.collector.rows(config.validity, config.prices)
+
     def begin_step(
-        self, step: int, users: int, step_duration_s: float | None = None, rate: float | None = None
+        self,
+        step: int,
+        users: int,
+        step_duration_s: float | None = None,
+        rate: float | None = None,
+        total: int | None = None,
     ) -> None:
-        """Stamp the start of step number ``step`` (from 1) with ``users`` users (open loop: its ``rate``, shared by
-        ``users`` generator processes).
+        """Stamp the start of step number ``step`` (from 1, of ``total`` when known) with ``users`` users (open loop:
+        its ``rate``, shared by ``users`` generator processes), and say so (:mod:`locust_llm.runtime.progress`).
 
         With ``--warmup auto``, the warm-up also covers the previous step's E2E p90, so that requests sent under the
         old user count end before the steady window opens; at most half the step. After the first step, a warning
@@ -159,12 +172,13 @@ class LLMRun:
         self.collector.begin_step(step, users, int(warmup_s * 1e9), rate, users if rate is not None else 1)
         self.collector.health[step].carryover = carryover
         load = f"{users} users" if rate is None else f"{rate:g} requests/s from {users} generator process(es)"
-        logger.info("locust-llm step %d: %s (warm-up %.1f s%s)", step, load, warmup_s, note)
+        self.progress.step_began(step, total, load, duration, warmup_s, note)
 
     def rest(self, step: int, processes: int, reason: str) -> None:
         """Stamp step number ``step`` as a rest: open-loop arrivals pause (rate 0) and its samples are all warm-up
         (no row), so the next step starts from a drained endpoint (see :mod:`locust_llm.runtime.search_driver`)."""
         self.collector.begin_step(step, processes, 2**62, 0.0, processes)
+        self.progress.step_rested(step)
         logger.info("locust-llm step %d: rest, no arrivals (%s)", step, reason)
 
     def _advise_step_length(self, duration_s: float, e2e: Any, requests: int, req_s: float) -> None:

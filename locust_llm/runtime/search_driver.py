@@ -87,6 +87,19 @@ class SearchDriver:
         self.probe_step = self.step
         self.current, self.began_s = planned, elapsed_s
         config = self.run.require_config()
+        low, high = self.search.bracket
+        left = self.search.probes_left()
+        logger.info(
+            "locust-llm search probe %d: %s%s — bracket %s .. %s, %s",
+            len(self.search.probes) + 1,
+            self.search.text(planned.load),
+            "" if planned.kind == "probe" else f" ({planned.kind})",
+            "-" if low is None else self.search.text(low),
+            "-" if high is None else self.search.text(high),
+            f"about {max(1, left)} probe(s) left"
+            if left is not None
+            else ("doubling until a probe fails" if high is None else "halving until a probe passes"),
+        )
         previous = self.users
         if self.rate_mode:
             self.users = self.processes

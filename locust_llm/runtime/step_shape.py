@@ -68,11 +68,11 @@ class StepShape(LoadTestShape):
             processes = getattr(self.runner, "worker_count", 0) or 1
             if step.index != self._index:
                 self._index = step.index
-                run.begin_step(step.index + 1, processes, plan.step_duration_s, rates[step.index])
+                run.begin_step(step.index + 1, processes, plan.step_duration_s, rates[step.index], len(rates))
             return processes, float(processes)
         if step.index != self._index:
             self._index = step.index
-            run.begin_step(step.index + 1, step.users, plan.step_duration_s)
+            run.begin_step(step.index + 1, step.users, plan.step_duration_s, total=len(plan.steps))
         return step.users, plan.spawn_rate(step.index)
 
     def _running(self) -> bool:

@@ -183,6 +183,17 @@ class Search:
             "reason": self.reason,
         }
 
+    def probes_left(self) -> int | None:
+        """About how many probes the bisection has left, the next included (repeats aside): halvings of the bracket
+        until it is narrow enough; ``None`` while it grows or shrinks (its end is not known yet)."""
+        low, high = self.low, self.high
+        if low is None or high is None or self.reason:
+            return None if not self.reason else 0
+        width, enough, n = high - low, max(self.precision * low, 1.0 if self.integer else 0.0), 0
+        while width > enough and n < 64:
+            width, n = width / 2, n + 1
+        return n
+
     # -- rules ------------------------------------------------------------------------------------------------
 
     def _plan(self) -> None:

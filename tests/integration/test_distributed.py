@@ -84,6 +84,19 @@ def test_distributed_run_completes(runs):
     assert "locust-llm per-step results" in stdout
 
 
+def test_only_the_master_tells_each_steps_result_once_every_worker_has_reported(runs):
+    """The master's result line of a step waits for every worker's report since the step's end, so its figures are
+    those of the per-step CSV, written at the end; workers print nothing per step."""
+    from locust_llm.measure.rows import format_done
+
+    _, _, stderr, path, _ = runs["distributed"]
+    rows = read_csv(path / "run_llm_steps.csv")
+    for row in rows:
+        assert f"locust-llm step {row['step']}/{len(rows)} done: {format_done(row)}" in stderr, stderr[-3000:]
+    for log in path.glob("worker*.log"):
+        assert "locust-llm step" not in log.read_text()
+
+
 def test_nothing_lost_nothing_counted_twice(runs):
     _, _, _, path, served = runs["distributed"]
     steps = by_step(read_csv(path / "run_llm_steps.csv"))

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 TTFT_MS, ITL_MS, MAX_TOKENS = 150.0, 10.0, 16
 
 
-def one_sweep(out, path):
+def one_sweep(out, path, *extra):
     proc = run_locust(
         "--headless",
         "--csv",
@@ -28,21 +28,69 @@ def one_sweep(out, path):
         path,
         "--sim-args",
         f"--ttft-ms {TTFT_MS} --itl-ms {ITL_MS} --capacity 64",
+        *extra,
         cwd=out,
     )
     return proc, out
 
 
+def plain_run(out):
+    """The README's first command, made short: the defaults but two steps of 5 s."""
+    proc = run_locust("--headless", "--csv", str(out / "run"), "--steps", "2,4", "--step-duration", "5s", cwd=out)
+    return proc, out
+
+
 @pytest.fixture(scope="module")
 def sweeps(tmp_path_factory):
-    """The same sweep on the fast path and on the library path (``--fast-path off``), at once."""
-    outs = {path: tmp_path_factory.mktemp(f"sweep-{path}") for path in ("auto", "off")}
-    return at_once({path: partial(one_sweep, out, path) for path, out in outs.items()})
+    """The same sweep on the fast path and on the library path (``--fast-path off``, which also asks for Locust's
+    periodic table: ``--locust-stats on``), and a plain two-step run with the defaults, at once."""
+    outs = {name: tmp_path_factory.mktemp(f"sweep-{name}") for name in ("auto", "off", "plain")}
+    return at_once(
+        {
+            "auto": partial(one_sweep, outs["auto"], "auto"),
+            "off": partial(one_sweep, outs["off"], "off", "--locust-stats", "on"),
+            "plain": partial(plain_run, outs["plain"]),
+        }
+    )
 
 
 @pytest.fixture(scope="module", params=["auto", "off"])
 def sweep(sweeps, request):
     return sweeps[request.param]
+
+
+def logged(proc, needle):
+    """The log lines holding ``needle``, their text after Locust's ``[time] host/LEVEL/logger:`` prefix."""
+    return [line.split(": ", 1)[1] for line in proc.stderr.splitlines() if needle in line]
+
+
+@pytest.mark.parametrize("name", ["auto", "plain"])
+def test_a_person_can_follow_the_run_step_by_step(sweeps, name):
+    """A line at each step change (where, how long is left) and one with each step's result, equal to its row of
+    the per-step CSV as format_done rounds it; no flood: Locust's periodic table is not printed (its final one is:
+    two 'Aggregated' rows, the statistics and the percentiles), and no control characters outside a terminal."""
+    from locust_llm.measure.rows import format_done
+
+    proc, out = sweeps[name]
+    rows = read_csv(out / "run_llm_steps.csv")
+    total = len(rows)
+    began = logged(proc, "locust-llm step ")
+    for row in rows:
+        step = int(row["step"])
+        assert any(
+            line.startswith(f"locust-llm step {step}/{total}: {row['users']} users, 5 s (warm-up") for line in began
+        )
+        assert f"locust-llm step {step}/{total} done: {format_done(row)}" in began, began
+    assert "about 0:10 left" in "\n".join(began)  # the first of two 5 s steps
+    assert (proc.stdout + proc.stderr).count("Aggregated") == 2
+    assert not any(c in proc.stdout + proc.stderr for c in "\r\x1b")
+    if name == "plain":
+        assert len((proc.stdout + proc.stderr).splitlines()) < 60, proc.stdout + proc.stderr
+
+
+def test_locusts_periodic_table_is_printed_when_asked_for(sweeps):
+    proc, _ = sweeps["off"]  # --locust-stats on: Locust prints its table every 2 s of the 15 s run
+    assert (proc.stdout + proc.stderr).count("Aggregated") > 2 + 3
 
 
 def test_both_paths_measure_the_same(sweeps):

@@ -162,15 +162,16 @@ def _distributed_once(
         stderr=subprocess.PIPE,
         text=True,
     )
+    logs = [(tmp_path / f"worker{i}.log").open("w") for i in range(workers)]  # each worker's output, to read after
     procs = [
         subprocess.Popen(
             [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)],
             cwd=tmp_path,
             env=clean_env(),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
-        for _ in range(workers)
+        for log in logs
     ]
     try:
         if kill_worker_after_s is not None:
@@ -182,4 +183,6 @@ def _distributed_once(
             if proc.poll() is None:
                 proc.kill()
             proc.wait()
+        for log in logs:
+            log.close()
     return master.returncode, out, err
