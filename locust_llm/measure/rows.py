@@ -102,6 +102,7 @@ class StepRow(TypedDict):
     in_flight_p50: float | None
     in_flight_max: float | None
     dropped: int
+    backlog_growth: int | None
 
 
 COLUMNS: tuple[str, ...] = tuple(StepRow.__annotations__)
@@ -244,6 +245,8 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "in_flight_p50": _in_flight(stats, 0.5),
         "in_flight_max": _in_flight(stats, 1.0),
         "dropped": c["dropped"],
+        # arrivals that entered less client requests that ended, in the window: the rise of the in-flight count
+        "backlog_growth": None if window.rate is None else c["arrivals"] - c["dropped"] - c["client_requests"],
     }
 
 

@@ -5,7 +5,7 @@ throughput saturation, the lowest step reaching 85 % of the peak that no later s
 the last); the SLA capacity, the last of the leading steps that meet it, interpolated to the crossing; goodput; the
 provider cap, the first step with over 1 % HTTP 429; and the recommended concurrency, the lowest of those four, its
 reason naming the binding one. In open loop the same on the offered rate, saturation being the last rate served
-without a shortfall beyond ``max(10 %, 3 sqrt(λ))``. Each rule in full: docs/methodology.md.
+without a shortfall beyond ``max(10 %, 3 sqrt(λ))`` or a growing backlog. Each rule in full: docs/methodology.md.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ __all__ = ["RATE_KEYS", "Analysis", "analyze", "rate_saturation"]
 SATURATION_SHARE = 0.85
 SATURATION_MARGIN = 0.15
 CAP_SHARE = 0.01
+BACKLOG_Z = 3.0
 RATE_KEYS = {
     "latency_knee_users": "latency_knee_rate_req_s",
     "throughput_saturation_users": "throughput_saturation_rate_req_s",
@@ -92,6 +93,19 @@ def throughput_saturation(
     return None, f"throughput still grows at the last step ({last:.0f} {unit} at {_at(last_users, load)})"
 
 
+def growing_backlog(step: Mapping[str, Any]) -> bool:
+    """Whether the step's in-flight count rose beyond what a stable queue does (``BACKLOG_Z`` standard deviations).
+
+    ``backlog_growth`` is the in-flight count at the window's end less its start (arrivals in, client requests out).
+    A stable queue holds about ``L`` requests (``in_flight_p50``), like a Poisson count: two draws differ by about
+    ``sqrt(2 L)``. An overloaded one grows by ``(offered - served) * D`` and keeps growing."""
+    growth = step.get("backlog_growth")
+    if growth is None or growth == "":
+        return False
+    held = max(1.0, float(step.get("in_flight_p50") or 0.0))
+    return bool(float(growth) > BACKLOG_Z * (2 * held) ** 0.5)
+
+
 def rate_saturation(steps: Sequence[StepRow]) -> tuple[float | None, str]:
     """Open loop: the highest offered rate kept up with before the first step that fell behind (module docstring)."""
     kept: float | None = None
@@ -101,8 +115,11 @@ def rate_saturation(steps: Sequence[StepRow]) -> tuple[float | None, str]:
         served = step.get("client_ok") or 0
         shortfall = expected - served
         dropped = step.get("dropped") or 0
-        if dropped or shortfall > max(0.1 * expected, 3 * expected**0.5):
+        growing = growing_backlog(step)
+        if dropped or growing or shortfall > max(0.1 * expected, 3 * expected**0.5):
             why = f"{dropped} arrivals dropped" if dropped else f"{served} served of {expected:.0f} offered"
+            if growing:
+                why += f", a backlog growing by {step.get('backlog_growth')} requests over the step"
             if kept is None:
                 return None, f"already behind at the lowest rate, {offered:g} req/s ({why})"
             return kept, f"kept up with {kept:g} req/s; fell behind at {offered:g} req/s ({why})"
