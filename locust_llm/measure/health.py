@@ -4,19 +4,57 @@ A step is invalid, with one reason per rule that fires, when during it: (1) a ge
 ``max_cpu_pct`` of a core; (2) a worker was lost; (3) a model's scheduling-lag p99 exceeded ``max_lag_ms``; (4) its
 steady window holds fewer than ``min_requests`` completed requests; (5) the E2E p50 exceeds ``max_e2e_share`` of the
 window; (6) its warm-up was shorter than the previous step's E2E p90; (7) the run was stopped. Rules 4-6 are met by
-steps at least :func:`needed_step_s` long. docs/methodology.md, "When a step is invalid", says why each.
+steps at least :func:`needed_step_s` long, and do not apply to an open-loop step whose backlog grew
+(:func:`backlog_grows`): its long requests are the overload it found. docs/methodology.md, "When a step is invalid".
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.stats import STEADY, StatsTable
 
-__all__ = ["MAX_E2E_SHARE", "StepHealth", "Validity", "invalid_reasons", "needed_step_s", "warmup_for"]
+__all__ = [
+    "BACKLOG_Z",
+    "MAX_E2E_SHARE",
+    "StepHealth",
+    "Validity",
+    "backlog_grows",
+    "invalid_reasons",
+    "needed_step_s",
+    "step_backlog",
+    "warmup_for",
+]
 
 MAX_E2E_SHARE = 1.0
+BACKLOG_Z = 3.0
+
+
+def backlog_grows(growth: float | None, in_flight_p50: float | None) -> bool:
+    """Whether an open-loop step's in-flight count rose beyond what a stable queue does: ``growth`` (arrivals in less
+    client requests out, over the steady window) above ``BACKLOG_Z`` times ``sqrt(2 L)``, ``L`` the in-flight p50. A
+    stable queue holds about ``L`` requests, like a Poisson count, so its counts at two moments differ by about
+    ``sqrt(2 L)``; an overloaded one grows by ``(offered - served) * D``."""
+    if growth is None:
+        return False
+    return growth > BACKLOG_Z * math.sqrt(2 * max(1.0, in_flight_p50 or 0.0))
+
+
+def step_backlog(step: int, table: StatsTable) -> tuple[int, float | None] | None:
+    """An open-loop step's backlog growth and in-flight p50 over its steady window (all models); None in closed loop."""
+    arrivals = growth = 0
+    in_flight = Histogram()
+    for key, stats in table:
+        if key.step == step and key.phase == STEADY:
+            c = stats.counts
+            arrivals += c["arrivals"]
+            growth += c["arrivals"] - c["dropped"] - c["client_requests"]
+            in_flight.merge(stats.hist["in_flight"])
+    if not arrivals:
+        return None
+    return growth, (float(in_flight.quantile(0.5) // 1000) if in_flight.count else None)
 
 
 @dataclass(frozen=True)
@@ -77,9 +115,11 @@ def invalid_reasons(
             p99_ms = lag.quantile(0.99) / 1e6
             if p99_ms > max_lag_ms:
                 reasons.append(f"scheduling lag p99 {p99_ms:.1f} ms > {max_lag_ms:g} ms ({key.model})")
-    if window_s is not None:
+    backlog = step_backlog(step, table)
+    overloaded = backlog is not None and backlog_grows(*backlog)
+    if window_s is not None and not overloaded:
         reasons += _length_reasons(step, table, window_s, min_requests, max_e2e_share)
-    if health.carryover is not None:
+    if health.carryover is not None and not overloaded:
         warmup_s, p90_s = health.carryover
         reasons.append(
             f"warm-up {warmup_s:.1f} s shorter than the previous step's E2E p90 {p90_s:.1f} s: requests sent under "

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
+from locust_llm.measure.health import backlog_grows
 from locust_llm.measure.knee import Knee, latency_knee
 from locust_llm.measure.rows import StepRow, value
 from locust_llm.measure.sla import Prices, Sla, judged
@@ -23,7 +24,6 @@ __all__ = ["RATE_KEYS", "Analysis", "analyze", "rate_saturation"]
 SATURATION_SHARE = 0.85
 SATURATION_MARGIN = 0.15
 CAP_SHARE = 0.01
-BACKLOG_Z = 3.0
 RATE_KEYS = {
     "latency_knee_users": "latency_knee_rate_req_s",
     "throughput_saturation_users": "throughput_saturation_rate_req_s",
@@ -94,16 +94,11 @@ def throughput_saturation(
 
 
 def growing_backlog(step: Mapping[str, Any]) -> bool:
-    """Whether the step's in-flight count rose beyond what a stable queue does (``BACKLOG_Z`` standard deviations).
-
-    ``backlog_growth`` is the in-flight count at the window's end less its start (arrivals in, client requests out).
-    A stable queue holds about ``L`` requests (``in_flight_p50``), like a Poisson count: two draws differ by about
-    ``sqrt(2 L)``. An overloaded one grows by ``(offered - served) * D`` and keeps growing."""
-    growth = step.get("backlog_growth")
+    """Whether the row's in-flight count kept growing (:func:`locust_llm.measure.health.backlog_grows`)."""
+    growth, held = step.get("backlog_growth"), step.get("in_flight_p50")
     if growth is None or growth == "":
         return False
-    held = max(1.0, float(step.get("in_flight_p50") or 0.0))
-    return bool(float(growth) > BACKLOG_Z * (2 * held) ** 0.5)
+    return backlog_grows(float(growth), None if held in (None, "") else float(held))
 
 
 def rate_saturation(steps: Sequence[StepRow]) -> tuple[float | None, str]:

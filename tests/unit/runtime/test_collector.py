@@ -115,6 +115,25 @@ def test_a_step_too_short_for_its_requests_is_invalid():
     assert invalid_reasons(1, StepHealth(), table, 80.0, 10.0, window_s=60.0, min_requests=4) == []
 
 
+@pytest.mark.parametrize(("growth", "overloaded"), [(0, False), (21, False), (60, True)])
+def test_an_open_loop_step_whose_backlog_grew_is_a_finding_not_an_invalid_step(growth, overloaded):
+    """Requests of 6 s in a 5 s window are too long, but not when the step's in-flight count grew: they are long
+    because the endpoint fell behind, which is what the step found. In flight ~25: a stable queue varies by 3 sigma
+    = 3 sqrt(50) = 21.2 between the window's two ends."""
+    from locust_llm.measure.stats import StatsTable as Table
+
+    table = Table()
+    stats = table.get(StatsKey(1, "m", "steady"))
+    stats.counts["requests"] = stats.counts["client_requests"] = 40
+    stats.counts["arrivals"] = 40 + growth
+    for _ in range(40):
+        stats.hist["e2e"].record(6 * 10**9)
+        stats.hist["in_flight"].record(25 * 1000)
+    carry = StepHealth(carryover=(1.0, 3.0))
+    reasons = invalid_reasons(1, carry, table, 80.0, 10.0, window_s=5.0, min_requests=10)
+    assert (reasons == []) is overloaded, reasons
+
+
 def test_a_warm_up_shorter_than_the_previous_requests_is_a_reason():
     health = StepHealth(carryover=(10.0, 22.7))
     (reason,) = invalid_reasons(2, health, StatsTable(), 80.0, 10.0)
