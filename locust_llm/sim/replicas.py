@@ -331,6 +331,20 @@ class ModelRuntime:
             "faults_injected": dict(self.faults),
         }
 
+    def gauges(self) -> dict[str, float]:
+        """What a vLLM server exports about this model (its ``/metrics``): KV-cache usage (blocks held over blocks,
+        batching engines only), requests running and waiting, and preemptions so far (a counter)."""
+        engines = [r.engine for r in self.replicas]
+        out: dict[str, float] = {
+            "running": sum(e.running for e in engines),
+            "waiting": sum(e.waiting for e in engines),
+            "preemptions": sum(getattr(e, "preemptions", 0) for e in engines),
+        }
+        batching = [e for e in engines if isinstance(e, BatchingEngine)]
+        if batching:
+            out["kv_usage"] = sum(e.used_blocks for e in batching) / sum(e.params.kv_blocks for e in batching)
+        return out
+
     def open_loop_truth(
         self, rate: float, arrivals: Arrivals, seed: str, prompt: int | None, max_tokens: int | None
     ) -> dict[str, Any]:

@@ -60,6 +60,15 @@ def _bad_request(exc: BadRequest) -> web.Response:
     return _error(exc.status, str(exc), "invalid_request_error", exc.code, exc.param)
 
 
+VLLM_METRICS = (
+    ("vllm:kv_cache_usage_perc", "gauge", "kv_usage", "KV-cache usage. 1 means 100 percent usage."),
+    ("vllm:num_requests_running", "gauge", "running", "Number of requests in model execution batches."),
+    ("vllm:num_requests_waiting", "gauge", "waiting", "Number of requests waiting to be processed."),
+    ("vllm:num_preemptions", "counter", "preemptions", "Cumulative number of preemptions from the engine."),
+)
+"""The families the simulator's ``/metrics`` serves: (name, type, gauge of ``ModelRuntime.gauges``, help)."""
+
+
 class SimServer:
     def __init__(self, config: SimConfig, prefix_mode: str = "auto") -> None:
         self.config = config
@@ -86,6 +95,7 @@ class SimServer:
         app.router.add_post("/v1/chat/completions", self.chat_completions)
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_get("/health", self.health)
+        app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/sim/stats", self.sim_stats)
         app.router.add_get("/sim/truth", self.sim_truth)
         app.router.add_post("/sim/reset-lateness", self.reset_lateness)
@@ -241,6 +251,19 @@ class SimServer:
             "gc": {"threshold": gc.get_threshold()[0], "collections": [g["collections"] for g in gc.get_stats()]},
         }
         return web.json_response(body)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        """Prometheus text in vLLM's names (``vllm:kv_cache_usage_perc``, ...), one sample per model, from each
+        engine's own state (:meth:`ModelRuntime.gauges`)."""
+        lines = []
+        for metric, kind, gauge, text in VLLM_METRICS:
+            samples = [(name, rt.gauges().get(gauge)) for name, rt in self.models.items()]
+            samples = [(name, value) for name, value in samples if value is not None]
+            if samples:
+                lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}"]
+                suffix = "_total" if kind == "counter" else ""
+                lines += [f'{metric}{suffix}{{model_name="{name}"}} {value:g}' for name, value in samples]
+        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 
     async def reset_lateness(self, request: web.Request) -> web.Response:
         """Start the token-emission error histograms afresh (benchmarks measure one phase at a time)."""

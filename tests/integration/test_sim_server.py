@@ -2,6 +2,7 @@
 
 import http.client
 import json
+import time
 from urllib.parse import urlsplit
 
 import pytest
@@ -185,3 +186,44 @@ def test_a_queued_request_whose_client_went_away_leaves_the_queue_and_its_rate_l
         finally:
             running.close()
             queued.close()
+
+
+def metrics(base):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    parts = urlsplit(base)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    conn.request("GET", "/metrics")
+    resp = conn.getresponse()
+    text = resp.read().decode()
+    conn.close()
+    assert resp.status == 200 and resp.getheader("Content-Type").startswith("text/plain")
+    families = text_string_to_metric_families(text)  # Prometheus' own parser: the format is right
+    return {(s.name, s.labels["model_name"]): s.value for f in families for s in f.samples}
+
+
+def test_metrics_are_vllms_names_for_the_engines_own_state():
+    """A KV cache of 16 blocks of 16 tokens (256) cannot hold 6 answers of 200 tokens: while the 6 requests are in
+    flight /metrics counts them all, running or waiting, with the cache in use; once all are done, nothing runs or
+    waits, and the preemptions (at least one: they outgrew the cache) and KV usage are the engine's own counters."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with sim("--kv-blocks", "16", "--decode-ms", "1:5") as url:
+        long = {**CHAT, "stream": True, "max_tokens": 200}
+        with ThreadPoolExecutor(6) as pool:
+            futures = [pool.submit(post, url, long) for _ in range(6)]
+            deadline, seen = time.monotonic() + 10, {}
+            while time.monotonic() < deadline:  # until every request has reached the engine (bounded)
+                seen = metrics(url)
+                if seen[("vllm:num_requests_running", "sim-llm")] + seen[("vllm:num_requests_waiting", "sim-llm")] == 6:
+                    break
+            assert seen[("vllm:num_requests_running", "sim-llm")] + seen[("vllm:num_requests_waiting", "sim-llm")] == 6
+            assert 0 < seen[("vllm:kv_cache_usage_perc", "sim-llm")] <= 1, seen
+            for f in futures:
+                f.result()
+        after = metrics(url)
+        stats = get(url, "/sim/stats")[1]["models"]["sim-llm"]
+    assert after[("vllm:num_requests_running", "sim-llm")] == after[("vllm:num_requests_waiting", "sim-llm")] == 0
+    assert after[("vllm:num_preemptions_total", "sim-llm")] == stats["preemptions"] >= 1
+    assert after[("vllm:kv_cache_usage_perc", "sim-llm")] == pytest.approx(stats["used_blocks"] / 16)
+    assert ("vllm:num_requests_running", "sim-llm-mini") in after  # every model of the preset

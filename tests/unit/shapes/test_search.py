@@ -1,5 +1,6 @@
 """The search's rules on synthetic p99 curves with a known crossing (see locust_llm.shapes.search)."""
 
+import itertools
 import math
 import random
 
@@ -158,7 +159,7 @@ def interpolated(points):
     loads = sorted(points)
 
     def at(load):
-        for a, b in zip(loads, loads[1:], strict=False):
+        for a, b in itertools.pairwise(loads):
             if a <= load <= b:
                 return points[a] + (points[b] - points[a]) * (load - a) / (b - a)
         return points[loads[-1]]
