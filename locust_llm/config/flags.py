@@ -30,6 +30,7 @@ from locust_llm.config.parsers import (
     parse_positive_int,
     parse_positive_number,
     parse_rates,
+    parse_server_metrics,
     parse_share,
     parse_shell_args,
     parse_statuses,
@@ -281,6 +282,24 @@ FLAGS: tuple[Flag, ...] = (
         "LOCUST_LLM_REQUEST_TIMEOUT",
         parse_duration_s,
         "endpoint",
+    ),
+    Flag(
+        "--server-metrics",
+        "auto",
+        "Scrape the server's Prometheus metrics: auto ({origin of --host}/metrics, if it answers), off, or URL[,URL].",
+        "LOCUST_LLM_SERVER_METRICS",
+        parse_server_metrics,
+        "endpoint",
+        web_ui=False,
+    ),
+    Flag(
+        "--server-metrics-interval",
+        "1s",
+        "How often the master (or the single process) scrapes --server-metrics.",
+        "LOCUST_LLM_SERVER_METRICS_INTERVAL",
+        parse_duration_s,
+        "endpoint",
+        web_ui=False,
     ),
     # workload
     Flag(

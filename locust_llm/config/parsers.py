@@ -11,6 +11,7 @@ import json
 import math
 import re
 import shlex
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ __all__ = [
     "parse_positive_int",
     "parse_positive_number",
     "parse_rates",
+    "parse_server_metrics",
     "parse_share",
     "parse_shell_args",
     "parse_statuses",
@@ -293,3 +295,16 @@ def parse_rates(text: str, flag: str = "--rates") -> tuple[float, ...]:
     if any(b <= a for a, b in itertools.pairwise(rates)):
         raise ConfigError(f"{flag} must be strictly increasing, got {text}")
     return rates
+
+
+def parse_server_metrics(text: str, flag: str = "--server-metrics") -> tuple[str, ...]:
+    """``auto``, ``off`` or comma-separated ``http(s)://`` URLs: ``("auto",)``, ``()`` or the URLs."""
+    raw = str(text).strip()
+    if raw.lower() in ("auto", "off"):
+        return () if raw.lower() == "off" else ("auto",)
+    urls = tuple(u.strip() for u in raw.split(","))
+    for url in urls:
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"{flag} must be auto, off or http(s):// URLs separated by commas, got {url!r}")
+    return urls

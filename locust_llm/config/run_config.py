@@ -67,6 +67,8 @@ class RunConfig:
     search: SearchSettings | None
     step_duration_s: float
     request_timeout_s: float
+    server_metrics: tuple[str, ...]  # ("auto",), () for off, or the URLs to scrape
+    server_metrics_interval_s: float
     warmup: Warmup
     itl_events: bool
     fast_path: bool
@@ -103,6 +105,8 @@ class RunConfig:
             search=search_from(v, sla),
             step_duration_s=v["step_duration"],
             request_timeout_s=v["request_timeout"],
+            server_metrics=v["server_metrics"],
+            server_metrics_interval_s=v["server_metrics_interval"],
             warmup=v["warmup"],
             itl_events=v["locust_itl_events"] == "each",
             fast_path=v["fast_path"] == "auto",

@@ -4,8 +4,8 @@ A step is invalid, with one reason per rule that fires, when during it: (1) a ge
 ``max_cpu_pct`` of a core; (2) a worker was lost; (3) a model's scheduling-lag p99 exceeded ``max_lag_ms``; (4) its
 steady window holds fewer than ``min_requests`` completed requests; (5) the E2E p50 exceeds ``max_e2e_share`` of the
 window; (6) its warm-up was shorter than the previous step's E2E p90; (7) the run was stopped. Rules 4-6 are met by
-steps at least :func:`needed_step_s` long, and do not apply to an open-loop step whose backlog grew
-(:func:`backlog_grows`): its long requests are the overload it found. docs/methodology.md, "When a step is invalid".
+steps at least :func:`needed_step_s` long; an open-loop step whose backlog grew (:func:`backlog_grows`) is exempt.
+docs/methodology.md, "When a step is invalid", says why each.
 """
 
 from __future__ import annotations

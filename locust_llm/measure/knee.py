@@ -1,11 +1,9 @@
 """Knee of a latency curve: where p99 starts to rise disproportionately with concurrency. Pure.
 
 :func:`kneedle_convex_increasing` is Kneedle (Satopaa et al., 2011) for a convex increasing curve, as ``kneed``
-implements it: normalise to [0, 1], flip to concave, ``d = y' - x'``; a local maximum of ``d`` is the knee once
-``d`` drops below ``d_max - S * mean(diff(x'))`` before a local minimum. :func:`latency_knee` applies it with ``x =
-log2(users)`` and ``y`` made non-decreasing; the knee is the last step on the flat part, the bend lies between it and
-the next (``bracket``), and a curve rising less than ``min_rise`` (50 %) has none. Scaling the latencies moves no
-knee. docs/methodology.md, "The latency knee".
+implements it. :func:`latency_knee` applies it with ``x = log2(users)`` and ``y`` made non-decreasing; the knee is
+the last step on the flat part, the bend lies between it and the next (``bracket``), and a curve rising less than
+``min_rise`` (50 %) has none. docs/methodology.md, "The latency knee".
 """
 
 from __future__ import annotations

@@ -103,6 +103,14 @@ class StepRow(TypedDict):
     in_flight_max: float | None
     dropped: int
     backlog_growth: int | None
+    server_kv_usage_p50: float | None
+    server_kv_usage_max: float | None
+    server_running_p50: float | None
+    server_running_max: float | None
+    server_waiting_p50: float | None
+    server_waiting_max: float | None
+    server_preemptions: int | None
+    server_scrapes: int
 
 
 COLUMNS: tuple[str, ...] = tuple(StepRow.__annotations__)
@@ -181,7 +189,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         if prices and prices.given
         else None
     )
-    return {
+    row: dict[str, Any] = {
         "step": window.step,
         "users": window.users if window.rate is None else ceil(_in_flight(stats, 0.99) or 0),
         "model": model,
@@ -247,7 +255,24 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "dropped": c["dropped"],
         # arrivals that entered less client requests that ended, in the window: the rise of the in-flight count
         "backlog_growth": None if window.rate is None else c["arrivals"] - c["dropped"] - c["client_requests"],
+        **_server(stats),
     }
+    return cast("StepRow", row)
+
+
+def _server(stats: StepStats) -> dict[str, Any]:
+    """The server's own metrics over the window (its scrapes): p50 and max of each gauge, the preemptions."""
+    out: dict[str, Any] = {"server_scrapes": stats.counts["server_scrapes"]}
+    for gauge, name, digits in (
+        ("kv_usage", "server_kv", 3),
+        ("running", "server_running", 1),
+        ("waiting", "server_waiting", 1),
+    ):
+        hist = stats.hist[name]
+        out[f"server_{gauge}_p50"] = round(hist.quantile(0.5) / 1000, digits) if hist.count else None
+        out[f"server_{gauge}_max"] = round(hist.max / 1000, digits) if hist.count else None
+    out["server_preemptions"] = stats.counts["server_preemptions"] if stats.counts["server_scrapes"] else None
+    return out
 
 
 def step_rows(table: StatsTable, windows: list[StepWindow], prices: Prices | None = None) -> list[StepRow]:

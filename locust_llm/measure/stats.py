@@ -28,11 +28,26 @@ __all__ = [
     "TurnStats",
 ]
 
-HISTOGRAMS = ("ttft", "ttft_lag", "itl", "e2e", "tpot", "lag", "client_ttft", "client_e2e", "in_flight", "answer_ttft")
+HISTOGRAMS = (
+    "ttft",
+    "ttft_lag",
+    "itl",
+    "e2e",
+    "tpot",
+    "lag",
+    "client_ttft",
+    "client_e2e",
+    "in_flight",
+    "answer_ttft",
+    "server_kv",
+    "server_running",
+    "server_waiting",
+)
 """``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up.
 ``client_ttft`` and ``client_e2e`` are the client-perceived latencies of a client request, from its intended
 start to the first token / the end of its final attempt: its waits, retries and fallbacks included. ``in_flight``
-(open loop) is the number of requests in flight at each arrival, times 1,000 (the histogram's unit)."""
+(open loop) is the number of requests in flight at each arrival, times 1,000 (the histogram's unit); ``server_*``
+the server's own KV-cache usage (0-1), running and waiting requests at each scrape of its metrics, times 1,000."""
 
 COUNTERS = (
     "requests",
@@ -60,6 +75,10 @@ COUNTERS = (
     # open loop (see locust_llm.users.open_loop)
     "arrivals",
     "dropped",
+    # the server's metrics (see locust_llm.runtime.server_scraper)
+    "server_scrapes",
+    "server_scrape_failures",
+    "server_preemptions",
 )
 
 
@@ -249,6 +268,16 @@ class StatsTable:
         stats.counts["arrivals"] += 1
         stats.counts["dropped"] += dropped
         stats.hist["in_flight"].record(in_flight * 1000)
+
+    def add_server(self, model: str, gauges: dict[str, float], preempted: int, t_ns: int, locate: Locate) -> None:
+        """A scrape of the server's metrics at ``t_ns``: its gauges (``locust_llm.protocol.server_metrics``), and
+        the preemptions since the scrape before."""
+        stats = self._at(locate, model, t_ns)
+        stats.counts["server_scrapes"] += 1
+        stats.counts["server_preemptions"] += preempted
+        for gauge, name in (("kv_usage", "server_kv"), ("running", "server_running"), ("waiting", "server_waiting")):
+            if gauge in gauges:
+                stats.hist[name].record(max(0, round(gauges[gauge] * 1000)))
 
     def add_client(
         self, model: str, intended_ns: int, final: RequestResult, locate: Locate, good: bool = False

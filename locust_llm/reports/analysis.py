@@ -1,11 +1,10 @@
 """Capacity analysis of one model's steps: knees, saturation, SLA capacity, provider cap, cost. Pure.
 
-On the rows in increasing load: the latency knee (:mod:`locust_llm.measure.knee`) of TTFT, ITL and E2E p99;
-throughput saturation, the lowest step reaching 85 % of the peak that no later step beats by more than 15 % (never
-the last); the SLA capacity, the last of the leading steps that meet it, interpolated to the crossing; goodput; the
-provider cap, the first step with over 1 % HTTP 429; and the recommended concurrency, the lowest of those four, its
-reason naming the binding one. In open loop the same on the offered rate, saturation being the last rate served
-without a shortfall beyond ``max(10 %, 3 sqrt(λ))`` or a growing backlog. Each rule in full: docs/methodology.md.
+In increasing load: the latency knee (:mod:`locust_llm.measure.knee`) of TTFT, ITL and E2E p99; throughput
+saturation, the lowest step at 85 % of the peak that no later step beats by 15 % (never the last); the SLA capacity,
+interpolated to the crossing; goodput; the provider cap (over 1 % HTTP 429); and the recommendation, the lowest of
+those. In open loop, on the offered rate: saturation is the last rate kept up with (no shortfall beyond
+``max(10 %, 3 sqrt(λ))``, no growing backlog). Each rule in full: docs/methodology.md.
 """
 
 from __future__ import annotations

@@ -14,6 +14,7 @@ from typing import Any
 
 from locust_llm.measure.sla import Prices, Sla
 from locust_llm.reports.analysis import RATE_KEYS, Analysis, analyze
+from locust_llm.reports.diagnosis import diagnose
 from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.load import LoadedRun
 
@@ -142,6 +143,9 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
     primary_analysis = analyses[primary].as_dict()
     mode = analyses[primary].mode
     keys = [RATE_KEYS.get(k, k) for k in KNEE_KEYS] if mode == "rate" else list(KNEE_KEYS)
+    bends: tuple[str, ...] = ("latency_knee_users", "recommended_users")  # the bend, else where to stop
+    bends = tuple(RATE_KEYS[k] for k in bends) if mode == "rate" else bends
+    knee_load = next((primary_analysis[k] for k in bends if primary_analysis.get(k) is not None), None)
     return {
         "schema": SCHEMA,
         "version": VERSION,
@@ -154,6 +158,7 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
         "prices": prices.as_dict(),
         "model": primary,
         "knee": {**{k: primary_analysis[k] for k in keys}, "search": search is not None},
+        "diagnosis": diagnose([s for s in run.steps if s["model"] == primary], knee_load),
         "analyses": {m: a.as_dict() for m, a in analyses.items()},
         "steps": run.steps,
         **({"search": search} if search is not None else {}),
@@ -223,6 +228,10 @@ def console_summary(summary: dict[str, Any]) -> str:
     )
     if knee["provider_is_the_wall"]:
         lines.append("  the wall is the provider's rate limit (HTTP 429), not the model: raise the limit or add keys")
+    diagnosis = summary.get("diagnosis")
+    if diagnosis:
+        low = " (low confidence)" if diagnosis["confidence"] == "low" and diagnosis["wall"] != "unknown" else ""
+        lines.append(f"  why: {diagnosis['sentence']}{low}")
     truth = summary["run"].get("simulator")
     if truth and truth.get("saturation_users") is not None:
         in_flight = " in flight" if summary.get("mode") == "rate" else ""

@@ -154,6 +154,11 @@ class Collector:
         if not self.closed:
             self.table.bump(name, model, n, at_ns, self.timeline.locate)
 
+    def record_server(self, model: str, gauges: dict[str, float], preempted: int, t_ns: int) -> None:
+        """A scrape of the server's metrics (:mod:`locust_llm.runtime.server_scraper`)."""
+        if not self.closed:
+            self.table.add_server(model, gauges, preempted, t_ns, self.timeline.locate)
+
     def record_arrival(self, model: str, in_flight: int, dropped: bool, t_ns: int) -> None:
         if not self.closed:
             self.table.add_arrival(model, in_flight, dropped, t_ns, self.timeline.locate)

@@ -19,13 +19,14 @@ from locust_llm.config.parsers import ConfigError
 from locust_llm.runtime import outputs
 from locust_llm.runtime.preflight import preflight
 from locust_llm.runtime.run import LLMRun
+from locust_llm.runtime.server_scraper import metrics_urls
 
 __all__ = ["WORKER_GRACE_S", "begin_run", "end_run"]
 
 logger = logging.getLogger("locust_llm")
 
 WORKER_GRACE_S = 3.5
-_FILES = ("steps.csv", "workers.csv", "turns.csv", "run.json", "summary.json", "report.html")
+_FILES = ("steps.csv", "workers.csv", "turns.csv", "server_metrics.csv", "run.json", "summary.json", "report.html")
 
 
 def begin_run(run: LLMRun) -> str | None:
@@ -47,7 +48,12 @@ def begin_run(run: LLMRun) -> str | None:
     run.started = datetime.now(UTC)
     run.collector.reset(run.number)
     outputs.start_refresh(run)
-    return preflight(run)
+    message = preflight(run)
+    if message is None:
+        config = run.require_config()
+        urls = metrics_urls(config.server_metrics, run.environment.host)
+        run.scraper.start(urls, config.server_metrics_interval_s, auto=config.server_metrics == ("auto",))
+    return message
 
 
 def end_run(run: LLMRun) -> None:
@@ -55,6 +61,7 @@ def end_run(run: LLMRun) -> None:
     if not run.recording:
         return
     run.collector.stop()
+    run.scraper.stop()
     run.recording = False
     if run.role == "master":
         gevent.spawn_later(WORKER_GRACE_S, _finish_if_current, run, run.number)

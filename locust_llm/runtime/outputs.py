@@ -25,6 +25,7 @@ from locust_llm.protocol.tokens import message_tokens
 from locust_llm.reports.files import ReportInputError, steps_csv_path, workers_csv_path, write_csv, write_text_atomic
 from locust_llm.reports.verdict import EXIT_INPUT
 from locust_llm.runtime.run import LLMRun
+from locust_llm.runtime.server_scraper import CSV_COLUMNS as SERVER_COLUMNS
 
 __all__ = ["CSV_REFRESH_S", "SUMMARY_LOG_PREFIX", "csv_prefix", "finish", "print_results", "rows", "start_refresh"]
 
@@ -65,6 +66,9 @@ def write_csvs(run: LLMRun) -> None:
         write_csv(turns_csv_path(prefix), TURN_COLUMNS, conversation_rows(run))
     if run.role == "master":
         write_csv(workers_csv_path(prefix), WORKER_COLUMNS, run.collector.worker_rows())
+    if run.scraper.rows:
+        rows_ = [dict(zip(SERVER_COLUMNS, r, strict=True)) for r in run.scraper.rows]
+        write_csv(Path(f"{prefix}_llm_server_metrics.csv"), SERVER_COLUMNS, rows_)
 
 
 def start_refresh(run: LLMRun) -> None:
@@ -219,6 +223,7 @@ def finish(run: LLMRun) -> None:
     report files) and set the exit code to its verdict (:mod:`locust_llm.reports.verdict`). Idempotent."""
     if run.closed:
         return
+    run.scraper.stop()
     run.close()
     if run.writer is not None:
         run.writer.kill(block=False)

@@ -1,9 +1,6 @@
-"""What a person watching a run sees: a line at each step change and one with each step's result, on the master
-(or the single process) only, through the log (so the web UI's Logs tab has them).
-
-A result waits until every request observed in its step is filed: :data:`SETTLE_S` after the step's end, and on a
-master until every connected worker has reported that long after learning of the next step. The rest come at the
-end. The figures are the step's row (:func:`~locust_llm.measure.rows.format_done`), as in the per-step CSV.
+"""A person's view of a run: a line at each step change, and one with each step's result once every request
+observed in it is filed (:data:`SETTLE_S` after its end; on a master, once each worker has reported since). Master
+or single process only, through the log; the figures are the step's CSV row's (``format_done``).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from locust_llm.runtime.collector import Collector
 from locust_llm.runtime.embedded_sim import EmbeddedSim
 from locust_llm.runtime.progress import Progress
 from locust_llm.runtime.recorder import Recorder
+from locust_llm.runtime.server_scraper import ServerScraper
 
 __all__ = ["FATAL_MESSAGE", "LLMRun", "all_runs", "find_run", "llm_run", "new_run"]
 
@@ -67,6 +68,7 @@ class LLMRun:
         self.search: dict[str, Any] | None = None  # --search: its record so far (see locust_llm.runtime.search_driver)
         self.contract_broken: list[str] = []
         self.progress = Progress(self._rows_now, self.collector.settled)
+        self.scraper = ServerScraper(self.collector, lambda: self.model, lambda: self.require_config().tls.context())
         if self.role != "worker":
             self.collector.after_sample = self.progress.poll
         """What the fast path assumes and no longer holds (:func:`locust_llm.runtime.contract.check`, at init)."""

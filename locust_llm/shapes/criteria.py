@@ -1,10 +1,9 @@
 """How a search probe is judged from its per-step row: invalid, pass or fail, and borderline. Pure.
 
-Invalid: no row, an invalid row or no success. ``sla``: a pass when every SLA limit holds; a limit is *near* within
-``BORDERLINE`` (10 %) of it, or when the failed count is within 2 of what the error limit allows. ``knee``: a fail
-once TTFT p99 exceeds ``(1 + KNEE_RISE)`` times the first valid probe's (the rise the knee rule needs) *and* that
-probe's by more than ``KNEE_STEPS`` decode steps (its ITL p50): a rise of a few steps is a request waiting for the
-batch's current step, not a queue. A probe is borderline when a near limit could flip its verdict.
+Invalid: no row, an invalid row or no success. ``sla``: a pass when every limit holds; a limit is *near* within
+``BORDERLINE`` (10 %) of it, or 2 failures of the error limit. ``knee``: a fail once TTFT p99 exceeds ``1 + KNEE_RISE``
+times the first probe's *and* it by ``KNEE_STEPS`` decode steps (a few steps' wait is no queue). Borderline: a near
+limit could flip the verdict. docs/methodology.md, "How a probe is judged".
 """
 
 from __future__ import annotations

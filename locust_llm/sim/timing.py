@@ -1,10 +1,9 @@
 """When the simulator writes a decode step's tokens, and how far from their due time they went out.
 
-:class:`WriteLead` centres a step's writes on its due time: its alarm rings the expected wake-up delay plus half the
-batch's expected write time early, so tokens go out within about ``n * w / 2`` of it (``n`` writes of ``w`` each),
-both estimates medians over recent steps; large steps start precisely, in two phases. Only the moment of each write
-moves, never the engine's schedule. :class:`EmissionError` records ``|written - due|`` (and how early the early ones
-were) and what each stream was delivered. docs/simulator.md, "Timing of the writes".
+:class:`WriteLead` centres a step's writes on its due time (the alarm rings the expected wake-up delay plus half the
+batch's write time early; medians over recent steps). Only the moment of each write moves, never the engine's
+schedule. :class:`EmissionError` records ``|written - due|`` and what each stream was delivered. docs/simulator.md,
+"Timing of the writes".
 """
 
 from __future__ import annotations

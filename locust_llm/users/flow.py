@@ -1,11 +1,10 @@
 """How one user turns a client request into attempts: cool-downs, fallbacks, hedging, retries and backoff.
 
-(1) Under ``honor`` a model that refused the user cools down until its wait has passed. (2) An attempt refused with a
-``--fallback-on`` status goes at once to the next model of the route. (3) With ``--hedge-ttft-ms X`` an attempt
-without a first token after X ms is raced by the next model; the first to stream wins. (4) A refused attempt the
-policy retries starts again at (1). (5) After a systematic failure the user pauses. (6) Under ``honor``, after
-server-side failures the user backs off before its next request. Every attempt is recorded once, from its own
-intended start; the client request once more, from its own. docs/methodology.md, "Retries, fallback and hedging".
+(1) Under ``honor`` a refusing model cools down until its wait has passed. (2) A ``--fallback-on`` status sends the
+attempt to the next model at once. (3) ``--hedge-ttft-ms`` races an attempt with no first token by then; the first to
+stream wins. (4) A retried attempt starts again at (1). (5) A systematic failure pauses the user. (6) Under ``honor``
+a server-side failure backs off. Attempts and client requests are recorded from their own intended starts.
+docs/methodology.md, "Retries, fallback and hedging".
 """
 
 from __future__ import annotations

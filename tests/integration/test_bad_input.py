@@ -219,6 +219,10 @@ def test_a_stream_that_ends_cleanly_after_a_finish_reason_is_complete_without_do
     assert totals["no_done"] == totals["ok"] == totals["requests"] > 0
     warning = f"the server ends streams without [DONE] ({totals['no_done']} requests); counted as complete"
     assert proc.stderr.count(warning) == 1, proc.stderr[-3000:]
+    # its /metrics answers 404: said once, never asked again, and the run went on; no wall is claimed
+    assert proc.stderr.count("locust-llm: no server metrics:") == 1, proc.stderr[-3000:]
+    summary = json.loads((tmp_path / "run_llm_summary.json").read_text())
+    assert summary["diagnosis"]["wall"] == "unknown" and row["server_scrapes"] == "0"
 
 
 @pytest.mark.parametrize("user", PATHS)

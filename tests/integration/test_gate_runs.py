@@ -99,3 +99,32 @@ def test_a_real_loss_of_capacity_is_a_regression(runs, preset):
 def test_a_smaller_kv_cache_moves_the_simulators_own_knee(runs):
     base, cut = (json.loads(runs["default"][k].read_text()) for k in ("baseline", "loss"))
     assert cut["run"]["simulator"]["saturation_users"] < base["run"]["simulator"]["saturation_users"]
+
+
+# The wall each preset is built to show (docs/simulator.md, "Presets"): the default's KV cache fills at its knee
+# (~34 users), grok-like's provider cap of 48 requests answers 429 from 64 users, and small-gpu's sweep stops at its
+# batch limit (16), where decode slows with every request added and nothing queues yet.
+WALLS = {"default": "kv_cache", "grok-like": "provider_cap", "small-gpu": "batch_decode"}
+
+
+@pytest.mark.parametrize("preset", PRESETS)
+def test_the_diagnosis_names_each_presets_known_wall(runs, preset):
+    for name in ("baseline", "same", "loss"):
+        summary = json.loads(runs[preset][name].read_text())
+        assert summary["diagnosis"]["wall"] == WALLS[preset], (name, summary["diagnosis"])
+
+
+def test_the_scraped_kv_usage_is_the_simulators_and_the_wall_moves_with_the_cache(runs):
+    """Below the analytic knee the KV cache has room and nothing waits; past it the cache is full and requests queue.
+    With a third of the cache gone, the knee falls and the wall stays KV-cache memory."""
+    for name in ("baseline", "loss"):
+        summary = json.loads(runs["default"][name].read_text())
+        knee = summary["run"]["simulator"]["saturation_users"]
+        for row in summary["steps"]:
+            assert row["server_scrapes"] >= 3, row  # once a second over a steady window of at least 4 s
+            if row["users"] <= knee / 2:
+                assert row["server_kv_usage_max"] < 0.9 and row["server_waiting_p50"] <= 1, row
+            if row["users"] >= 2 * knee:
+                assert row["server_kv_usage_max"] >= 0.9 and row["server_waiting_p50"] > 1, row
+    base, cut = (json.loads(runs["default"][k].read_text()) for k in ("baseline", "loss"))
+    assert cut["knee"]["recommended_users"] <= base["knee"]["recommended_users"]

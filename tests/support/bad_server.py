@@ -17,7 +17,10 @@ Modes:
 - ``http500``, ``http502``: that status at once, for every request;
 - ``mixed``: after the first request (``ok``, the preflight), each in turn: ``ok``, a 500, a reset mid-stream, a
   malformed chunk, no ``[DONE]`` after a finish_reason, ``ok`` and then the connection closed although kept alive,
-  an event of 1.5 MiB in one chunk, a stall after the first token (longer than the run's request timeout).
+  an event of 1.5 MiB in one chunk, a stall after the first token (longer than the run's request timeout);
+- ``metrics-ok``, ``metrics-html``, ``metrics-garbage``, ``metrics-slow``: what ``GET /metrics`` answers (two
+  vLLM gauges, a web page, bytes that are no metrics, nothing for 30 s); every other mode answers it 404, and a
+  scrape is never counted as a request (``scrapes`` apart). Chat requests are answered as ``ok``.
 
 ``GET /seen`` answers ``{"requests": N, "auth": [every Authorization header seen], "headers": {name: values},
 "times": [time.monotonic() when each request's head arrived]}``.
@@ -35,7 +38,7 @@ TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason"
 FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}\n\n'
 DONE = b"data: [DONE]\n\n"
-SEEN: dict = {"requests": 0, "auth": [], "headers": {}, "times": []}
+SEEN: dict = {"requests": 0, "auth": [], "headers": {}, "times": [], "scrapes": 0}
 
 
 def _response(status: str, content_type: str, body: bytes, chunked: bool = False, extra: str = "") -> bytes:
@@ -70,6 +73,8 @@ async def answer(mode: str, key: bytes, writer: asyncio.StreamWriter) -> bool:
     """Answer one request; False when the connection must be dropped."""
     name, _, arg = mode.partition(":")
     ok = [TOKEN, TOKEN, TOKEN, USAGE, DONE]
+    if name.startswith("metrics-"):
+        name = "ok"
     if name == "mixed":
         name = "ok" if SEEN["requests"] == 1 else MIXED[(SEEN["requests"] - 2) % len(MIXED)]
     if name == "malformed":
@@ -129,6 +134,26 @@ async def answer(mode: str, key: bytes, writer: asyncio.StreamWriter) -> bool:
     return True
 
 
+METRICS = (
+    b'# TYPE vllm:kv_cache_usage_perc gauge\nvllm:kv_cache_usage_perc{model_name="m"} 0.25\n'
+    b'# TYPE vllm:num_requests_running gauge\nvllm:num_requests_running{model_name="m"} 3\n'
+)
+
+
+async def _metrics(mode: str, writer: asyncio.StreamWriter) -> None:
+    if mode == "metrics-ok":
+        writer.write(_response("200 OK", "text/plain; version=0.0.4", METRICS))
+    elif mode == "metrics-html":
+        writer.write(_response("200 OK", "text/html", b"<html><body>Grafana login</body></html>"))
+    elif mode == "metrics-garbage":
+        writer.write(_response("200 OK", "text/plain", b"\x00\x01 not metrics {{{\n"))
+    elif mode == "metrics-slow":
+        await asyncio.sleep(30)
+    else:
+        writer.write(_response("404 Not Found", "text/plain", b"404: Not Found"))
+    await writer.drain()
+
+
 async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
@@ -146,6 +171,10 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
             if head.startswith(b"GET /seen"):
                 writer.write(_response("200 OK", "application/json", json.dumps(SEEN).encode()))
                 await writer.drain()
+                continue
+            if head.startswith(b"GET /metrics"):  # not a request: what a scraper finds (404 but in metrics-* modes)
+                SEEN["scrapes"] += 1
+                await _metrics(mode, writer)
                 continue
             SEEN["requests"] += 1
             SEEN["times"].append(time.monotonic())
