@@ -265,6 +265,11 @@ def compare(baseline: Any, current: Any, thresholds: Thresholds | None = None) -
     result.checks.append(_capacity(baseline, current, "latency_knee_users", thresholds))
     result.checks += _continuous(baseline, current, thresholds)
     result.checks += _step_checks(baseline, current, thresholds)
+    walls = [(summary.get("diagnosis") or {}).get("wall") for summary in (baseline, current)]
+    if any(walls):  # what binds is reported, never judged: a change of wall alone is no regression
+        same = walls[0] == walls[1]
+        note = f"{walls[0] or 'none'} -> {walls[1] or 'none'}" + ("" if same else "; reported, not judged")
+        result.checks.append(Check("all", "wall", None, None, "ok" if same else "finding", note))
     return result
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "load_history",
     "metric_series",
     "theil_sen",
+    "wall_changes",
 ]
 
 SCHEMA = "locust-llm-history/1"
@@ -80,6 +81,7 @@ def history_line(summary: Mapping[str, Any], source: str = "") -> dict[str, Any]
         "mode": summary.get("mode") or "users",
         "valid": bool(summary.get("valid")),
         "knee": summary["knee"],
+        "wall": (summary.get("diagnosis") or {}).get("wall"),
         "steps": steps,
         "share_429": round(sum(r.get("status_429") or 0 for r in rows) / requests, 4) if requests else None,
         "cost_per_1k_responses_usd": round(1000 * cost / ok, 6) if priced and ok else None,
@@ -297,4 +299,18 @@ def changes(lines: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
             ]
             out.append((str(line["date"]), ", ".join(what)))
         before = now
+    return out
+
+
+def wall_changes(lines: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
+    """``(date, "wall A -> B")`` where a valid run's diagnosed wall differs from the valid run's before (lines from
+    before the diagnosis have none and are passed over)."""
+    out, before = [], None
+    for line in lines:
+        wall = line.get("wall")
+        if not line.get("valid") or not wall:
+            continue
+        if before is not None and wall != before:
+            out.append((str(line["date"]), f"wall {before} -> {wall}"))
+        before = wall
     return out

@@ -16,7 +16,7 @@ from plotly.offline import get_plotlyjs
 
 from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.html import PAGE
-from locust_llm.reports.trend import CONSISTENCY, MIN_POINTS, Drift, changes, drift_gate, knee_value
+from locust_llm.reports.trend import CONSISTENCY, MIN_POINTS, Drift, changes, drift_gate, knee_value, wall_changes
 
 __all__ = ["render_trend", "trend_text", "write_trend"]
 
@@ -188,6 +188,11 @@ def trend_text(lines: Sequence[Mapping[str, Any]], drifts: Sequence[Drift], wind
     ]
     if unsure:
         body.append(f"  not sure (too few valid runs): {', '.join(unsure)}")
+    walls = [line.get("wall") for line in lines if line["valid"] and line.get("wall")]
+    if walls:
+        moved = wall_changes(lines)
+        since = f" (since {moved[-1][0]}; {moved[-1][1]})" if moved else ""
+        body.append(f"  wall of the last valid run: {walls[-1]}{since}")
     return "\n".join([head, *body])
 
 
@@ -210,6 +215,7 @@ def write_trend(lines: Sequence[Mapping[str, Any]], out: Path, window: int, max_
         "verdict": text,
         "metrics": [d.as_dict() for d in drifts],
         "changes": [list(c) for c in changes(lines)],
+        "wall_changes": [list(c) for c in wall_changes(lines)],
         "runs": [
             {
                 "date": line["date"],

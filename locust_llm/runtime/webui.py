@@ -45,6 +45,8 @@ TAB_COLUMNS = (
     ("answer_ttft_p50_ms", "Answer TTFT p50 ms"),
     ("cache_hit_pct", "Cache hit %"),
     ("output_tok_s", "Out tok/s"),
+    ("server_kv_usage_max", "Server KV max"),
+    ("server_waiting_p50", "Server waiting p50"),
     ("valid", "Valid"),
     ("invalid_reasons", "Reasons"),
 )

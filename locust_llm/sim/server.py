@@ -75,6 +75,7 @@ class SimServer:
         self.prefix_mode = prefix_mode
         self.emission = EmissionError()
         self.models = {spec.name: ModelRuntime(spec, config, self.emission) for spec in config.models}
+        self.metrics_scrapes = 0  # GET /metrics answered
         self.requests_by_status = Counter[str]()
         self._contexts = {name: rt.spec.context_tokens for name, rt in self.models.items()}
         self._seq = itertools.count(1)
@@ -245,6 +246,7 @@ class SimServer:
             "models": {name: rt.stats() for name, rt in self.models.items()},
             "truth": {name: rt.truth() for name, rt in self.models.items()},
             "requests_by_status": dict(self.requests_by_status),
+            "metrics_scrapes": self.metrics_scrapes,
             **self.emission.stats(),  # lateness_ms: |written - due| of every token; early_ms (sim/timing.py)
             "cpu_s": usage.ru_utime + usage.ru_stime,
             "scheduling": realtime.policy(),  # fifo under --realtime (sim/realtime.py)
@@ -255,6 +257,7 @@ class SimServer:
     async def metrics(self, request: web.Request) -> web.Response:
         """Prometheus text in vLLM's names (``vllm:kv_cache_usage_perc``, ...), one sample per model, from each
         engine's own state (:meth:`ModelRuntime.gauges`)."""
+        self.metrics_scrapes += 1
         lines = []
         for metric, kind, gauge, text in VLLM_METRICS:
             samples = [(name, rt.gauges().get(gauge)) for name, rt in self.models.items()]

@@ -31,7 +31,8 @@ SWEEP = (
 
 def sim_stats(base):
     with urllib.request.urlopen(base.rsplit("/v1", 1)[0] + "/sim/stats", timeout=10) as resp:
-        return json.load(resp)["models"]["sim-llm"]
+        stats = json.load(resp)
+    return {**stats["models"]["sim-llm"], "metrics_scrapes": stats["metrics_scrapes"]}
 
 
 def by_step(rows):
@@ -95,6 +96,13 @@ def test_only_the_master_tells_each_steps_result_once_every_worker_has_reported(
         assert f"locust-llm step {row['step']}/{len(rows)} done: {format_done(row)}" in stderr, stderr[-3000:]
     for log in path.glob("worker*.log"):
         assert "locust-llm step" not in log.read_text()
+
+
+def test_only_the_master_scrapes_the_servers_metrics(runs):
+    """Once a second from one process: a master with two workers scrapes as often as a single process running the
+    same sweep (give or take the few seconds their starts and ends differ by), not three times as often."""
+    single, distributed = (runs[name][4]["metrics_scrapes"] for name in ("single", "distributed"))
+    assert single > 5 and distributed <= single + 5, (single, distributed)
 
 
 def test_nothing_lost_nothing_counted_twice(runs):

@@ -58,6 +58,11 @@ def test_durations(text, seconds):
         ({"warmup": "150%"}, "--warmup share must be a percentage in [0, 100), got '150%'"),
         ({"warmup": "later"}, "--warmup must be auto, a duration like 5s or a share like 10%, got 'later'"),
         ({"sim_args": "--capacity 'x"}, "--sim-args cannot be split"),
+        (
+            {"server_metrics": "vllm:8000/metrics"},
+            "--server-metrics must be auto, off or http(s):// URLs separated by commas, got 'vllm:8000/metrics'",
+        ),
+        ({"locust_stats": "loud"}, "--locust-stats must be one of auto, on, off, got 'loud'"),
     ],
 )
 def test_bad_values_give_one_line_errors_naming_flag_value_and_allowed(overrides, message):
@@ -65,6 +70,19 @@ def test_bad_values_give_one_line_errors_naming_flag_value_and_allowed(overrides
         RunConfig.from_options(options(**overrides))
     assert str(info.value).startswith(message)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "urls"),
+    [
+        ("auto", ("auto",)),
+        ("OFF", ()),
+        ("http://a:8000/metrics, https://b/metrics", ("http://a:8000/metrics", "https://b/metrics")),
+    ],
+)
+def test_server_metrics_take_auto_off_or_urls(text, urls):
+    config = RunConfig.from_options(options(server_metrics=text, server_metrics_interval="500ms"))
+    assert config.server_metrics == urls and config.server_metrics_interval_s == 0.5
 
 
 def test_steps_parse():

@@ -243,3 +243,14 @@ def test_a_ttft_p99_of_a_few_hundred_requests_is_reported_and_the_p90_judged():
 def test_a_ttft_p99_of_a_thousand_requests_is_judged_as_it_is():
     result = compare(small_steps(29, 26, requests=1000), small_steps(52, 26.5, requests=1000))
     assert verdicts(result)[("16 users", "ttft_p99_ms")] == "REGRESSION"
+
+
+def test_a_change_of_wall_is_reported_and_never_fails_the_gate_alone():
+    kv, cap = ({**summary(), "diagnosis": {"wall": wall}} for wall in ("kv_cache", "provider_cap"))
+    result = compare(kv, cap)
+    (wall,) = [c for c in result.checks if c.metric == "wall"]
+    assert wall.verdict == "finding" and wall.note == "kv_cache -> provider_cap; reported, not judged"
+    assert not result.regressed
+    same = [c for c in compare(kv, kv).checks if c.metric == "wall"]
+    assert [c.verdict for c in same] == ["ok"]
+    assert not [c for c in compare(summary(), summary()).checks if c.metric == "wall"]  # older summaries: none

@@ -130,6 +130,21 @@ def test_tool_and_model_changes_are_found():
     assert changes(lines) == [(lines[2]["date"], "tool 0.1.0 -> 0.2.0")]
 
 
+def test_the_wall_is_in_the_history_and_its_changes_are_told():
+    from locust_llm.reports.trend_html import trend_text
+
+    walls = ["kv_cache", "kv_cache", None, "provider_cap", "provider_cap"]
+    lines = [{**night(i), "wall": w} for i, w in enumerate(walls)]
+    lines.append({**night(5, valid=False), "wall": "generator"})  # an invalid run's wall is not one to tell
+    assert trend.wall_changes(lines) == [(lines[3]["date"], "wall kv_cache -> provider_cap")]
+    _, drifts = drift_gate(lines, 14, 10.0)
+    text = trend_text(lines, drifts, 14, 10.0)
+    assert f"wall of the last valid run: provider_cap (since {lines[3]['date']}; wall kv_cache -> provider_cap)" in text
+    summary = {"model": "m", "knee": {}, "steps": [], "run": {"started": "2026-12-01T00:00:00+00:00"}}
+    assert trend.history_line({**summary, "diagnosis": {"wall": "kv_cache"}})["wall"] == "kv_cache"
+    assert trend.history_line(summary)["wall"] is None
+
+
 @pytest.mark.parametrize(
     ("bad", "message"),
     [
