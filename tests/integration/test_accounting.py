@@ -114,3 +114,26 @@ def test_every_fault_a_server_can_make_is_accounted_for_exactly(runs, path):
     assert totals["no_done"] > 0 and totals["ok"] > totals["no_done"]  # the 1.5 MiB event and the closed
     # connection's answer were read whole (a close after a complete answer is no failure)
     assert sum(failures.values()) == totals["requests"] - totals["ok"]
+
+
+def test_a_run_stopped_from_the_web_ui_loses_nothing(tmp_path):
+    """Stop in the middle of a step: the requests recorded before it are in Locust's statistics (its CSV, written
+    again when the process quits), and those cut by the stop are counted as interrupted."""
+    import time
+
+    from tests.integration.test_web_ui import fetch, steps_json, wait_for, web_ui
+
+    with server(sys.executable, "-m", "tests.support.bad_server", "ok") as url:
+        args = ("--host", url, "--model", "m", "--steps", "2,4", "--step-duration", "30s", "--warmup", "1s")
+        with web_ui(tmp_path, *args, "--min-step-requests", "1", "--csv", "run", env=clean_env()) as base:
+            assert json.loads(fetch(base + "/swarm", {}))["success"]
+            deadline = time.monotonic() + 20  # bounded: 2 users against a server that answers at once
+            while not steps_json(base)["rows"] or steps_json(base)["rows"][0]["requests"] < 20:
+                assert time.monotonic() < deadline
+                time.sleep(0.3)
+            fetch(base + "/stop", {})
+            wait_for(base, "finished")
+        received = seen_requests(url) - 1  # the preflight is no measured request
+    e2e = sum(int(r["Request Count"]) for r in read_csv(tmp_path / "run_stats.csv") if r["Type"] == "E2E")
+    totals = json.loads((tmp_path / "run_llm_run.json").read_text())["totals"]
+    assert received == e2e + totals["interrupted"] and e2e >= 20, (received, e2e, totals)

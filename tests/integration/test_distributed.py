@@ -1,12 +1,13 @@
 """Real master and worker processes on 127.0.0.1: nothing lost, nothing counted twice, lost workers flagged."""
 
 import json
+import sys
 import urllib.request
 from functools import partial
 
 import pytest
 
-from tests.support.procs import at_once, distributed_run, read_csv, run_locust, sim
+from tests.support.procs import at_once, distributed_run, read_csv, run_locust, server, sim
 from tests.support.truth import assert_pacing_truth
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
@@ -74,8 +75,27 @@ def runs(tmp_path_factory):
             "distributed": partial(distributed, tmp_path_factory.mktemp("distributed"), 2, SWEEP),
             "single": partial(single, tmp_path_factory.mktemp("single")),
             "killed": partial(distributed, tmp_path_factory.mktemp("killed"), 3, KILLED_SWEEP, 15),
+            "held": partial(held, tmp_path_factory.mktemp("held")),
         }
     )
+
+
+def held(path):
+    """A master and 2 workers against a server whose first answer (the preflight) is a 429 with Retry-After: 2."""
+    sweep = ("--model", "m", "--steps", "2", "--step-duration", "4s", "--min-step-requests", "1")
+    with server(sys.executable, "-m", "tests.support.bad_server", "retry-after-first:2") as url:
+        code, _, stderr = distributed_run(path, url, 2, sweep)
+        with urllib.request.urlopen(url.rsplit("/v1", 1)[0] + "/seen", timeout=10) as resp:
+            return code, stderr, json.load(resp)
+
+
+def test_the_preflights_retry_after_holds_every_worker(runs):
+    """No worker's user sends before the Retry-After the preflight was given has passed: the master passes the time
+    left with the step message (the server's own clock: each request's arrival)."""
+    code, stderr, seen_by_server = runs["held"]
+    times = seen_by_server["times"]
+    assert code == 0, stderr[-3000:]
+    assert len(times) > 2 and min(times[1:]) - times[0] >= 2.0, [round(t - times[0], 3) for t in times[:6]]
 
 
 def test_distributed_run_completes(runs):
