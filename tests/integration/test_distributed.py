@@ -155,17 +155,13 @@ def test_percentiles_match_a_single_process_run_of_the_same_load(runs):
     single = by_step(read_csv(runs["single"][3] / "run_llm_steps.csv"))
     assert runs["single"][0] == 0
     for step in (1, 2):
-        for column, truth, noise_ms in (
-            ("ttft_p50_ms", TTFT_MS, 2.0),
-            ("itl_p50_ms", ITL_MS, 2.0),
-            ("ttft_p90_ms", TTFT_MS, 25.0),
-        ):
+        for column, truth, noise_ms in (("ttft_p50_ms", TTFT_MS, 2.0), ("itl_p50_ms", ITL_MS, 2.0)):
             a, b = float(dist[step][column]), float(single[step][column])
-            # same load, same simulator: equal within the histogram's 0.8 % plus scheduling noise. The p90 of ~80
-            # requests is the 8th slowest, in the tail of that noise, and the distributed run has two more
-            # processes on the same 2 cores: CI once saw 110.0 against 101.8 ms (so 25 ms, twice that, for the
-            # noise of a run that is no less correct). A share lost or counted twice
-            # fails the count test above, and the unit tests check the histogram merge exactly
+            # same load, same simulator: each median within the truth's bounds (tests/support/truth.py), so within
+            # the histogram's 0.8 % twice plus a few tenths of loopback of each other. The tail of ~80 requests has
+            # no bound derivable from the truth on 2 shared cores (one stall sets it; the distributed run adds two
+            # processes); a share lost or counted twice fails the count test above, and the unit tests check the
+            # histogram merge exactly
             assert abs(a - b) <= 0.02 * truth + noise_ms, (step, column, a, b)
 
 
