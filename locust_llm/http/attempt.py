@@ -19,7 +19,7 @@ import gevent
 from gevent import GreenletExit
 
 from locust_llm.config.redact import redact
-from locust_llm.protocol.metrics import SYSTEMATIC, Outcome, RequestResult
+from locust_llm.protocol.metrics import SYSTEMATIC, Outcome, RequestResult, ratelimit_headers
 from locust_llm.protocol.retry import retry_after_s
 from locust_llm.protocol.sse import ChatChunk
 
@@ -138,6 +138,8 @@ class Attempt:
         result = self.result
         if not result.end_ns:
             result.end_ns = self.clock()
+        if result.http_status in (200, 429):  # the provider's caps, from the head the attempt already has
+            result.ratelimit = ratelimit_headers(self.header)
         if exc is not None and exc is self._deadline:
             result.fail(Outcome.TIMEOUT, f"timeout: no complete answer within {self.timeout_s:g} s{progress(result)}")
             return True

@@ -111,6 +111,10 @@ class StepRow(TypedDict):
     server_waiting_max: float | None
     server_preemptions: int | None
     server_scrapes: int
+    ratelimit_limit_requests: int | None
+    ratelimit_remaining_requests_min: int | None
+    ratelimit_limit_tokens: int | None
+    ratelimit_remaining_tokens_min: int | None
 
 
 COLUMNS: tuple[str, ...] = tuple(StepRow.__annotations__)
@@ -272,6 +276,10 @@ def _server(stats: StepStats) -> dict[str, Any]:
         out[f"server_{gauge}_p50"] = round(hist.quantile(0.5) / 1000, digits) if hist.count else None
         out[f"server_{gauge}_max"] = round(hist.max / 1000, digits) if hist.count else None
     out["server_preemptions"] = stats.counts["server_preemptions"] if stats.counts["server_scrapes"] else None
+    for what in ("requests", "tokens"):  # the provider's caps in the answers' heads: the largest seen, the least left
+        limit, left = stats.hist[f"ratelimit_limit_{what}"], stats.hist[f"ratelimit_remaining_{what}"]
+        out[f"ratelimit_limit_{what}"] = limit.max if limit.count else None
+        out[f"ratelimit_remaining_{what}_min"] = left.min if left.count else None
     return out
 
 

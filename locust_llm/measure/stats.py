@@ -42,12 +42,19 @@ HISTOGRAMS = (
     "server_kv",
     "server_running",
     "server_waiting",
+    "ratelimit_limit_requests",
+    "ratelimit_remaining_requests",
+    "ratelimit_limit_tokens",
+    "ratelimit_remaining_tokens",
 )
 """``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up.
 ``client_ttft`` and ``client_e2e`` are the client-perceived latencies of a client request, from its intended
 start to the first token / the end of its final attempt: its waits, retries and fallbacks included. ``in_flight``
 (open loop) is the number of requests in flight at each arrival, times 1,000 (the histogram's unit); ``server_*``
-the server's own KV-cache usage (0-1), running and waiting requests at each scrape of its metrics, times 1,000."""
+the server's own KV-cache usage (0-1), running and waiting requests at each scrape of its metrics, times 1,000;
+``ratelimit_*`` the provider's stated caps and what was left of them, from each answer's head."""
+
+RATELIMIT_HISTOGRAMS = HISTOGRAMS[-4:]  # in the order of locust_llm.protocol.metrics.RATELIMIT_HEADERS
 
 COUNTERS = (
     "requests",
@@ -250,6 +257,10 @@ class StatsTable:
             counts["estimated_token_requests"] += 1
         if result.no_done:
             counts["no_done"] += 1
+        if result.ratelimit is not None:
+            for name, value in zip(RATELIMIT_HISTOGRAMS, result.ratelimit, strict=True):
+                if value is not None:
+                    end.hist[name].record(max(0, value))
         if result.ok:
             if result.turn:
                 end.turn(result.turn).add(result)

@@ -8,10 +8,12 @@ token_ns[i - 1]``; ``E2E = end_ns - sent_ns``; ``TPOT = (E2E - TTFT) / (completi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
-__all__ = ["SYSTEMATIC", "Outcome", "RequestResult", "StatusClass"]
+__all__ = ["RATELIMIT_HEADERS", "SYSTEMATIC", "Outcome", "RequestResult", "StatusClass", "ratelimit_headers"]
 
 SYSTEMATIC = {
     "http_400": "HTTP 400: the endpoint refuses the request itself (check --model, --max-tokens, the prompts and "
@@ -117,6 +119,9 @@ class RequestResult:
     reply: str = ""  # the answer text, kept only for conversations
     no_done: bool = False  # complete without ``data: [DONE]``: a finish_reason came and the body ended cleanly
     wrote: bool = False  # the request was handed to the kernel: the server may have it, whatever happens next
+    ratelimit: tuple[int | None, ...] | None = (
+        None  # x-ratelimit-{limit,remaining}-{requests,tokens} (RATELIMIT_HEADERS)
+    )
 
     @property
     def ok(self) -> bool:
@@ -172,3 +177,25 @@ class RequestResult:
     def itl_gaps_ns(self) -> list[int]:
         t = self.token_ns
         return [t[i] - t[i - 1] for i in range(1, len(t))]
+
+
+RATELIMIT_HEADERS = (
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+)
+"""The caps hosted providers (OpenAI, xAI, Azure OpenAI) state in every answer's head, and what is left of them."""
+
+
+def ratelimit_headers(header: Callable[[str], Any]) -> tuple[int | None, ...] | None:
+    """The :data:`RATELIMIT_HEADERS` of an answer (``header(name)`` gives a value or ``""``/``None``), whole numbers
+    or None; None when the answer has none of them."""
+    values = []
+    for name in RATELIMIT_HEADERS:
+        text = header(name)
+        try:
+            values.append(int(float(text)) if text else None)
+        except (TypeError, ValueError):
+            values.append(None)
+    return None if all(v is None for v in values) else tuple(values)

@@ -1,9 +1,9 @@
 """Why the knee is where it is: the wall, from one model's per-step rows. Pure.
 
 It compares the knee step (else the recommendation's) with the next: ``generator`` if a step was invalid for the
-generator, ``provider_cap`` past ``CAP_SHARE`` of 429s, then from the server's metrics ``kv_cache`` (KV usage at
-``KV_FULL`` and a growing queue), ``batch_limit`` (a queue, KV below ``KV_FULL``) or ``batch_decode`` (no queue,
-more running, ITL up ``ITL_RISE``); else ``unknown``. Each rule in full: docs/methodology.md, "The diagnosis".
+generator, ``provider_cap`` past ``CAP_SHARE`` of 429s or nothing left of a stated cap, then from the server's
+metrics ``kv_cache`` (KV usage at ``KV_FULL``, a growing queue), ``batch_limit`` (a queue, KV below ``KV_FULL``) or
+``batch_decode`` (no queue, more running, ITL up ``ITL_RISE``); else ``unknown``. docs/methodology.md, "The diagnosis".
 """
 
 from __future__ import annotations
@@ -73,6 +73,11 @@ def diagnose(steps: Sequence[Mapping[str, Any]], knee_load: float | None) -> dic
         share = (_f(row, "status_429") or 0.0) / requests if requests else 0.0
         if share > CAP_SHARE:
             return _result("provider_cap", [f"HTTP 429 on {share:.1%} of requests at {_load(row)}"], "high")
+        for what in ("requests", "tokens"):  # the provider's own headers: nothing of a cap left
+            limit = _f(row, f"ratelimit_limit_{what}")
+            if _f(row, f"ratelimit_remaining_{what}_min") == 0 and limit:
+                evidence = [f"no {what} left of the provider's limit of {limit:g} at {_load(row)}"]
+                return _result("provider_cap", evidence, "high")
     if not _f(wall_row, "server_scrapes"):
         return _result("unknown", ["no server metrics, and no HTTP 429 to go on"], "low")
     kv, waiting, running = (

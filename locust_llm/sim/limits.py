@@ -74,6 +74,19 @@ class RateLimiter:
         self.accepted += 1
         return None
 
+    def headers(self, key: str) -> dict[str, str]:
+        """The caps of ``key`` and what is left of them, as OpenAI and xAI state them in every answer's head
+        (``x-ratelimit-limit-requests`` the concurrency cap here, ``...-tokens`` the TPM bucket); none without caps."""
+        p, out = self.params, {}
+        if p.max_concurrent is not None:
+            out["x-ratelimit-limit-requests"] = str(p.max_concurrent)
+            out["x-ratelimit-remaining-requests"] = str(max(0, p.max_concurrent - self._in_flight.get(key, 0)))
+        if p.tpm is not None:
+            bucket = self._buckets.get(key)
+            out["x-ratelimit-limit-tokens"] = str(p.tpm)
+            out["x-ratelimit-remaining-tokens"] = str(p.tpm if bucket is None else max(0, int(bucket.tokens)))
+        return out
+
     def release(self, key: str) -> None:
         n = self._in_flight.get(key, 0)
         if n <= 1:

@@ -138,6 +138,7 @@ class SimServer:
         if rejection is not None:
             headers = {"Retry-After": str(max(1, round(rejection.retry_after_s + 0.4999)))}
             headers["retry-after-ms"] = str(round(rejection.retry_after_s * 1000))
+            headers.update(runtime.limiter.headers(key))
             return self._answer(
                 runtime, _error(429, rejection.message, "requests", "rate_limit_exceeded", None, **headers)
             )
@@ -183,6 +184,7 @@ class SimServer:
                 self._close_after(request)
             return resp
         headers = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
+        headers.update(runtime.limiter.headers(key))
         if close:
             headers["Connection"] = "keep-alive"
         resp = _EventStream(headers=headers)

@@ -114,6 +114,14 @@ def test_the_diagnosis_names_each_presets_known_wall(runs, preset):
         assert summary["diagnosis"]["wall"] == WALLS[preset], (name, summary["diagnosis"])
 
 
+def test_the_providers_stated_cap_is_recorded_and_runs_out_where_the_429s_begin(runs):
+    """grok-like caps a key at 48 requests in flight and says so in every answer's head: at 64 users nothing is left
+    of it (and 429s follow); at 8, at most 8 of the 48 are taken."""
+    rows = {r["users"]: r for r in json.loads(runs["grok-like"]["baseline"].read_text())["steps"]}
+    assert all(r["ratelimit_limit_requests"] == 48 for r in rows.values()), rows
+    assert rows[64]["ratelimit_remaining_requests_min"] == 0 and rows[8]["ratelimit_remaining_requests_min"] >= 40
+
+
 def test_the_scraped_kv_usage_is_the_simulators_and_the_wall_moves_with_the_cache(runs):
     """Below the analytic knee the KV cache has room and nothing waits; past it the cache is full and requests queue.
     With a third of the cache gone, the knee falls and the wall stays KV-cache memory."""

@@ -209,6 +209,10 @@ def test_metrics_are_vllms_names_for_the_engines_own_state():
     from concurrent.futures import ThreadPoolExecutor
 
     with sim("--kv-blocks", "16", "--decode-ms", "1:5") as url:
+        # alone, an answer states the default preset's cap of 100 requests per key, all but itself left
+        resp, _ = post(url, {**CHAT, "stream": True})
+        assert resp.getheader("x-ratelimit-limit-requests") == "100"
+        assert resp.getheader("x-ratelimit-remaining-requests") == "99"
         long = {**CHAT, "stream": True, "max_tokens": 200}
         with ThreadPoolExecutor(6) as pool:
             futures = [pool.submit(post, url, long) for _ in range(6)]

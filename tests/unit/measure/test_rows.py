@@ -55,3 +55,16 @@ def test_format_table_aligns_columns_and_shows_missing_values():
     header, line = text.splitlines()
     assert len(header) == len(line)
     assert "TTFT p99 ms" in header and " - " in line
+
+
+def test_the_providers_caps_per_step_are_the_largest_limit_and_the_least_left():
+    results = [ok(0, 100), ok(10, 100), ok(20, 100)]
+    results[0].ratelimit = (48, 20, 2_000_000, 1_500_000)
+    results[1].ratelimit = (48, 0, None, None)  # a head that states only the requests
+    rows = step_rows(table_with(results), [StepWindow(1, 4, 0.0, 10.0, 0.0)])
+    row = rows[0]
+    assert (row["ratelimit_limit_requests"], row["ratelimit_remaining_requests_min"]) == (48, 0)
+    assert (row["ratelimit_limit_tokens"], row["ratelimit_remaining_tokens_min"]) == (2_000_000, 1_500_000)
+    assert (
+        step_rows(table_with([ok(0, 100)]), [StepWindow(1, 4, 0.0, 10.0, 0.0)])[0]["ratelimit_limit_requests"] is None
+    )

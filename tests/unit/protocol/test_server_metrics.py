@@ -97,3 +97,16 @@ def test_what_is_not_prometheus_text_is_refused(text):
 def test_a_huge_scrape_is_capped():
     text = "\n".join(f"# TYPE g{i} gauge\ng{i} {i}" for i in range(MAX_SAMPLES + 50)) + "\n"
     assert len(parse(text)) == MAX_SAMPLES
+
+
+def test_the_providers_caps_are_read_from_the_answers_head():
+    from locust_llm.protocol.metrics import ratelimit_headers
+
+    head = {
+        "x-ratelimit-limit-requests": "48",
+        "x-ratelimit-remaining-requests": "0",
+        "x-ratelimit-limit-tokens": "2e6",
+    }
+    assert ratelimit_headers(lambda name: head.get(name, "")) == (48, 0, 2_000_000, None)
+    assert ratelimit_headers(lambda name: "") is None  # a server that states none
+    assert ratelimit_headers(lambda name: "soon" if "remaining" in name else None) is None  # unreadable: none

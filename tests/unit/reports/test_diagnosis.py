@@ -78,3 +78,14 @@ def test_without_server_metrics_or_429s_it_is_not_sure():
     # a queue the server reports without its KV usage cannot tell memory from a batch limit
     d = diagnose([step(8, running=8, waiting=0), step(16, running=8, waiting=8)], 8)
     assert d["wall"] == "unknown" and d["confidence"] == "low"
+
+
+def test_nothing_left_of_a_stated_cap_is_the_provider_cap_without_a_single_429():
+    steps = [step(16), step(32), step(48)]
+    steps[2].update(ratelimit_limit_requests=48, ratelimit_remaining_requests_min=0)
+    d = diagnose(steps, 32)
+    assert d["wall"] == "provider_cap" and d["evidence"] == [
+        "no requests left of the provider's limit of 48 at 48 users"
+    ]
+    steps[2].update(ratelimit_remaining_requests_min=3)
+    assert diagnose(steps, 32)["wall"] == "unknown"
