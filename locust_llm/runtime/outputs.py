@@ -44,8 +44,7 @@ def csv_prefix(run: LLMRun) -> str | None:
 
 
 def rows(run: LLMRun) -> list[StepRow]:
-    config = run.require_config()
-    return run.collector.rows(config.validity, config.prices)
+    return run.rows_now()
 
 
 def conversation_rows(run: LLMRun) -> list[TurnRow]:

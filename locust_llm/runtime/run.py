@@ -67,7 +67,7 @@ class LLMRun:
         self.summary: dict[str, Any] | None = None  # the capacity summary of the last finished run
         self.search: dict[str, Any] | None = None  # --search: its record so far (see locust_llm.runtime.search_driver)
         self.contract_broken: list[str] = []
-        self.progress = Progress(self._rows_now, self.collector.settled)
+        self.progress = Progress(self.rows_now, self.collector.settled)
         self.scraper = ServerScraper(self.collector, lambda: self.model, lambda: self.require_config().tls.context())
         if self.role != "worker":
             self.collector.after_sample = self.progress.poll
@@ -135,7 +135,8 @@ class LLMRun:
             return None
         return proxy_for(host)
 
-    def _rows_now(self) -> list[Any]:
+    def rows_now(self) -> list[Any]:
+        """The per-step rows as they stand (the CSV's, the LLM tab's, each step's result line)."""
         config = self.require_config()
         return self.collector.rows(config.validity, config.prices)
 

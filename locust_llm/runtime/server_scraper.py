@@ -48,13 +48,12 @@ class ServerScraper:
         self.collector, self.model, self.tls = collector, model, tls
         self.rows: list[tuple[Any, ...]] = []
         self.failures = 0
-        self.scrapes = 0
         self._greenlet: gevent.Greenlet | None = None
         self._last_preemptions: dict[str, float] = {}
 
     def start(self, urls: tuple[str, ...], interval_s: float, auto: bool) -> None:
         self.stop()
-        self.rows, self.failures, self.scrapes, self._last_preemptions = [], 0, 0, {}
+        self.rows, self.failures, self._last_preemptions = [], 0, {}
         if urls:
             self._greenlet = gevent.spawn(self._loop, urls, interval_s, auto)
 
@@ -82,9 +81,8 @@ class ServerScraper:
         """One round over ``urls``; whether any answered with Prometheus text."""
         collector = self.collector
         model = self.model()
-        combined: dict[str, float] = {}
+        answered: list[Sample] = []
         preempted = 0
-        answered = False
         for url in urls:
             now_ns = time.perf_counter_ns()
             try:
@@ -95,22 +93,17 @@ class ServerScraper:
                 if not quiet:
                     logger.warning("locust-llm: could not read the server's metrics at %s: %s", url, exc)
                 continue
-            answered = True
+            answered += samples
             self._keep(url, samples, now_ns)
-            values = gauges(samples, model)
-            for gauge, value in values.items():
-                if gauge == "kv_usage":
-                    combined[gauge] = max(combined.get(gauge, 0.0), value)
-                elif gauge != "preemptions":
-                    combined[gauge] = combined.get(gauge, 0.0) + value
-            if "preemptions" in values:
+            total = gauges(samples, model).get("preemptions")  # a counter per server: its rise since the last round
+            if total is not None:
                 last = self._last_preemptions.get(url)
-                self._last_preemptions[url] = values["preemptions"]
-                preempted += 0 if last is None else max(0, round(values["preemptions"] - last))
-        if answered:
-            self.scrapes += 1
+                self._last_preemptions[url] = total
+                preempted += 0 if last is None else max(0, round(total - last))
+        if answered:  # several servers together by the same rule as one's engines: KV the fullest, the rest summed
+            combined = {k: v for k, v in gauges(answered, model).items() if k != "preemptions"}
             collector.record_server(model, combined, preempted, time.perf_counter_ns())
-        return answered
+        return bool(answered)
 
     def _read(self, url: str, timeout_s: float) -> list[Sample]:
         opener = urllib.request.build_opener(
