@@ -12,7 +12,7 @@ from functools import partial
 
 import pytest
 
-from tests.support.procs import at_once, clean_env, read_csv, run_locust, server
+from tests.support.procs import at_once, clean_env, free_port, read_csv, run_locust, server
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
@@ -58,29 +58,28 @@ def mixed(tmp_path, path):
     return (*accounted(tmp_path, "--fast-path", path, mode="mixed"), tmp_path)
 
 
+def processes(path):
+    """A master and 2 forked workers on a port of their own (runs at once must not share Locust's 5557)."""
+    port = str(free_port())
+    return ("--fast-path", path, "--processes", "2", "--master-bind-port", port, "--master-port", port)
+
+
 RUNS = {
     "single-auto": ("--fast-path", "auto"),
     "single-off": ("--fast-path", "off"),
     "run-time": ("--run-time", "4s"),
-    "processes-2-auto": ("--fast-path", "auto", "--processes", "2"),
-    "processes-2-off": ("--fast-path", "off", "--processes", "2"),
+    "processes-2-auto": processes("auto"),
+    "processes-2-off": processes("off"),
 }
 
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    """The single-process runs at once, then each run with workers alone (two masters would share Locust's port)."""
+    """Every run at once, each against its own server (2 and 4 users: light loads)."""
     jobs = {name: partial(accounted, tmp_path_factory.mktemp(name), *RUNS[name]) for name in RUNS}
     for path in ("auto", "off"):
         jobs[f"mixed-{path}"] = partial(mixed, tmp_path_factory.mktemp(f"mixed-{path}"), path)
-    made = {}
-    for batch in (
-        ("single-auto", "single-off", "run-time", "mixed-auto", "mixed-off"),
-        ("processes-2-auto",),
-        ("processes-2-off",),
-    ):
-        made.update(at_once({name: jobs[name] for name in batch}))
-    return made
+    return at_once(jobs)
 
 
 @pytest.mark.parametrize("name", ["single-auto", "single-off", "processes-2-auto", "processes-2-off"])

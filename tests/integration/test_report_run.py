@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import ROOT, clean_env, run_locust, sim
+from tests.support.procs import ROOT, at_once, clean_env, run_locust, sim
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
@@ -28,12 +28,70 @@ SHORT = (
 )
 
 
-@pytest.fixture(scope="module")
-def baseline(tmp_path_factory):
-    out = tmp_path_factory.mktemp("baseline")
+def baseline_run(out):
     proc = run_locust(*SHORT, "--csv", str(out / "run"), "--llm-report", str(out / "report"), cwd=out)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return out
+
+
+def plain_run(out):
+    """Any locustfile's run (its own shape, plain requests) with Locust's full history."""
+    with sim("--ttft-ms", "1", "--itl-ms", "1", "--capacity", "8") as base:
+        cmd = [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "tests" / "support" / "plain_locustfile.py"),
+            "--headless",
+            "--host",
+            base.rsplit("/v1", 1)[0],
+            "--csv",
+            str(out / "plain"),
+            "--csv-full-history",
+        ]
+        return subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=120, env=clean_env()), out
+
+
+@pytest.fixture(scope="module")
+def first(tmp_path_factory):
+    """At once: the baseline run and a plain locustfile's run (light loads: 8 users at most)."""
+    return at_once(
+        {
+            "baseline": lambda: baseline_run(tmp_path_factory.mktemp("baseline")),
+            "plain": lambda: plain_run(tmp_path_factory.mktemp("plain")),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def baseline(first):
+    return first["baseline"]
+
+
+def gated(out, baseline_path, *extra):
+    return run_locust(*SHORT, "--csv", str(out / "run"), "--baseline", str(baseline_path), *extra, cwd=out)
+
+
+@pytest.fixture(scope="module")
+def gates(baseline, tmp_path_factory):
+    """At once, each against its own simulator: the same configuration gated against the baseline, and against a
+    baseline four times faster than this machine can be."""
+    good = baseline / "report" / "summary.json"
+    better = json.loads(good.read_text())
+    for step in better["steps"]:
+        step["ttft_p99_ms"], step["ttft_p90_ms"] = step["ttft_p99_ms"] / 4, step["ttft_p90_ms"] / 4
+    better_path = tmp_path_factory.mktemp("better") / "better.json"
+    better_path.write_text(json.dumps(better))
+    # two runs of one config on a shared 2-core machine: ITL p99 (here ~6 ms) went from 6.0 to 9.1 ms in CI once,
+    # over the default 2 ms minimum rise (the simulator itself is up to ~7 ms late at p99 on such a machine); the
+    # TTFT p99 of these steps' few dozen requests is reported and their p90 judged (the gate's TAIL_SAMPLES rule)
+    return at_once(
+        {
+            "same": lambda: gated(tmp_path_factory.mktemp("same"), good, "--min-itl-rise-ms", "10"),
+            "worse": lambda: gated(tmp_path_factory.mktemp("worse"), better_path),
+        }
+    )
 
 
 def test_llm_report_writes_summary_html_and_prints_the_recommendation(baseline):
@@ -46,30 +104,11 @@ def test_llm_report_writes_summary_html_and_prints_the_recommendation(baseline):
     assert (baseline / "run_llm_run.json").exists()
 
 
-def test_baseline_gate_sets_the_exit_code(baseline, tmp_path):
-    good = baseline / "report" / "summary.json"
-    # two runs of one config on a shared 2-core machine: ITL p99 (here ~6 ms) went from 6.0 to 9.1 ms in CI once,
-    # over the default 2 ms minimum rise (the simulator itself is up to ~7 ms late at p99 on such a machine); the
-    # TTFT p99 of these steps' few dozen requests is reported and their p90 judged (the gate's TAIL_SAMPLES rule)
-    proc = run_locust(
-        *SHORT,
-        "--csv",
-        str(tmp_path / "same"),
-        "--baseline",
-        str(good),
-        "--min-itl-rise-ms",
-        "10",
-        cwd=tmp_path,
-    )
+def test_baseline_gate_sets_the_exit_code(gates):
+    proc = gates["same"]
     assert proc.returncode == 0, proc.stdout[-3000:]
     assert "verdict: no regression" in proc.stdout
-    better = json.loads(good.read_text())
-    for step in better["steps"]:  # a baseline four times faster than this machine can be
-        step["ttft_p99_ms"], step["ttft_p90_ms"] = step["ttft_p99_ms"] / 4, step["ttft_p90_ms"] / 4
-    (tmp_path / "better.json").write_text(json.dumps(better))
-    proc = run_locust(
-        *SHORT, "--csv", str(tmp_path / "worse"), "--baseline", str(tmp_path / "better.json"), cwd=tmp_path
-    )
+    proc = gates["worse"]
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "REGRESSION" in proc.stdout and re.search(r"ttft_p90_ms .* REGRESSION", proc.stdout)
 
@@ -82,23 +121,8 @@ def test_bad_baseline_exits_2(tmp_path):
     assert Path(tmp_path / "run_llm_steps.csv").exists()  # what was measured is kept
 
 
-def test_plain_locust_csvs_of_any_locustfile_give_an_approximate_report(tmp_path):
-    with sim("--ttft-ms", "1", "--itl-ms", "1", "--capacity", "8") as base:
-        host = base.rsplit("/v1", 1)[0]
-        cmd = [
-            sys.executable,
-            "-m",
-            "locust",
-            "-f",
-            str(ROOT / "tests" / "support" / "plain_locustfile.py"),
-            "--headless",
-            "--host",
-            host,
-            "--csv",
-            str(tmp_path / "plain"),
-            "--csv-full-history",
-        ]
-        proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120, env=clean_env())
+def test_plain_locust_csvs_of_any_locustfile_give_an_approximate_report(first):
+    proc, tmp_path = first["plain"]
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = subprocess.run(
         [sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path / "plain")],

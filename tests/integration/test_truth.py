@@ -4,10 +4,11 @@ verdict, and steps too short for their requests."""
 import csv
 import json
 import re
+from functools import partial
 
 import pytest
 
-from tests.support.procs import read_csv, run_locust
+from tests.support.procs import at_once, read_csv, run_locust
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
@@ -27,20 +28,44 @@ SHORT = (
 )
 
 
-@pytest.fixture(scope="module")
-def priced(tmp_path_factory):
-    out = tmp_path_factory.mktemp("priced")
+def priced_run(out):
+    prices = ("--price-input-usd-per-mtok", "1.5", "--price-output-usd-per-mtok", "6")
+    return run_locust(*SHORT, "--csv", str(out / "run"), *prices, cwd=out), out
+
+
+def unmet_sla_run(out):
+    return run_locust(*SHORT, "--csv", str(out / "run"), "--sla-ttft-p99-ms", "1", "--llm-report", "off", cwd=out), out
+
+
+def short_steps_run(out):
+    """3.25 s requests (100 ms to the first token, 63 gaps of 50 ms) in 5 s steps."""
     proc = run_locust(
-        *SHORT,
+        "--headless",
+        "--steps",
+        "2,4",
+        "--step-duration",
+        "5s",
+        "--max-tokens",
+        "64",
+        "--sim-args",
+        "--ttft-ms 100 --itl-ms 50 --capacity 64",
         "--csv",
         str(out / "run"),
-        "--price-input-usd-per-mtok",
-        "1.5",
-        "--price-output-usd-per-mtok",
-        "6",
         cwd=out,
     )
     return proc, out
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    """The three runs at once, each with its own simulator (2 and 4 users)."""
+    jobs = {"priced": priced_run, "unmet-sla": unmet_sla_run, "short-steps": short_steps_run}
+    return at_once({name: partial(job, tmp_path_factory.mktemp(name)) for name, job in jobs.items()})
+
+
+@pytest.fixture(scope="module")
+def priced(runs):
+    return runs["priced"]
 
 
 def test_errors_past_the_capacity_are_findings_not_failures(priced):
@@ -75,32 +100,16 @@ def test_the_summary_is_printed_and_written_next_to_the_csvs_without_llm_report(
     assert (out / "run_llm_report.html").stat().st_size > 1_000_000
 
 
-def test_an_sla_that_no_step_meets_fails_the_gate_and_report_files_can_be_turned_off(tmp_path):
-    proc = run_locust(
-        *SHORT, "--csv", str(tmp_path / "run"), "--sla-ttft-p99-ms", "1", "--llm-report", "off", cwd=tmp_path
-    )
+def test_an_sla_that_no_step_meets_fails_the_gate_and_report_files_can_be_turned_off(runs):
+    proc, tmp_path = runs["unmet-sla"]
     assert proc.returncode == 1, proc.stdout[-3000:]
     assert "no tested concurrency meets the SLA (TTFT p99 <= 1 ms, error rate <= 1% (default))" in proc.stdout
     assert not list(tmp_path.glob("*report*")) and not list(tmp_path.glob("*summary*"))
     assert (tmp_path / "run_llm_steps.csv").exists()
 
 
-def test_steps_too_short_for_their_requests_are_invalid_and_the_needed_length_is_said(tmp_path):
-    # 3.25 s requests (100 ms to the first token, 63 gaps of 50 ms) in 5 s steps
-    proc = run_locust(
-        "--headless",
-        "--steps",
-        "2,4",
-        "--step-duration",
-        "5s",
-        "--max-tokens",
-        "64",
-        "--sim-args",
-        "--ttft-ms 100 --itl-ms 50 --capacity 64",
-        "--csv",
-        str(tmp_path / "run"),
-        cwd=tmp_path,
-    )
+def test_steps_too_short_for_their_requests_are_invalid_and_the_needed_length_is_said(runs):
+    proc, tmp_path = runs["short-steps"]
     assert proc.returncode == 3, proc.stdout[-3000:]
     advice = re.search(
         r"steps of 5 s are too short for this workload \(E2E p50 (\S+) s.*?--step-duration (\d+)s", proc.stderr

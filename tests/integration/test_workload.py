@@ -42,31 +42,66 @@ def system_prompt(path, tokens):
     return str(file)
 
 
+def converse(path, locustfile, users):
+    """Three-turn conversations with a reasoning model, against a simulator of its own."""
+    with sim("--preset", "reasoning", "--kv-blocks", "1024", "--context-tokens", "8192") as base:
+        sweep(
+            path,
+            base,
+            "--model",
+            "sim-reasoner",
+            "--turns",
+            "3",
+            "--max-tokens",
+            "64",
+            "--system-prompt",
+            system_prompt(path, 400),
+            locustfile=locustfile,
+            users=users,
+        )
+    return path
+
+
+def cached(path, mark):
+    """16 users, a 1,000-token system prompt, the embedded simulator caching only what is marked (--cache-control
+    ``mark``)."""
+    sweep(
+        path,
+        None,
+        "--sim-args",
+        "--prefix-cache hint",
+        "--system-prompt",
+        system_prompt(path, 1000),
+        "--cache-control",
+        mark,
+        "--max-tokens",
+        "64",
+        users="16",
+        seconds="12s",
+    )
+    return read_csv(path / "run_llm_steps.csv")[0], json.loads((path / "run_llm_run.json").read_text())
+
+
 @pytest.fixture(scope="module")
-def conversations(tmp_path_factory):
-    """Three-turn conversations with a reasoning model, through both user classes (at once, each against a simulator
-    of its own)."""
+def runs(tmp_path_factory):
+    """At once, each against a simulator of its own: conversations through both user classes, and the prompt cache
+    with --cache-control off and on."""
+    jobs = {
+        "fast": partial(converse, tmp_path_factory.mktemp("fast"), LOCUSTFILE, "4"),
+        "sdk": partial(converse, tmp_path_factory.mktemp("sdk"), ROOT / "locustfile_sdk.py", "2"),
+        **{f"cache-{m}": partial(cached, tmp_path_factory.mktemp(f"cache-{m}"), m) for m in ("off", "on")},
+    }
+    return at_once(jobs)
 
-    def converse(path, locustfile, users):
-        with sim("--preset", "reasoning", "--kv-blocks", "1024", "--context-tokens", "8192") as base:
-            sweep(
-                path,
-                base,
-                "--model",
-                "sim-reasoner",
-                "--turns",
-                "3",
-                "--max-tokens",
-                "64",
-                "--system-prompt",
-                system_prompt(path, 400),
-                locustfile=locustfile,
-                users=users,
-            )
-        return path
 
-    users = {"fast": (LOCUSTFILE, "4"), "sdk": (ROOT / "locustfile_sdk.py", "2")}
-    return at_once({name: partial(converse, tmp_path_factory.mktemp(name), *how) for name, how in users.items()})
+@pytest.fixture(scope="module")
+def conversations(runs):
+    return {"fast": runs["fast"], "sdk": runs["sdk"]}
+
+
+@pytest.fixture(scope="module")
+def hinted(runs):
+    return {"off": runs["cache-off"], "on": runs["cache-on"]}
 
 
 def turns(path):
@@ -102,31 +137,6 @@ def test_locust_shows_the_answer_ttft_as_its_own_row(conversations):
     rows = {r["Type"]: r for r in read_csv(conversations["fast"] / "run_stats.csv")}
     assert {"TTFT", "TTFA", "ITL", "E2E"} <= set(rows)
     assert float(rows["TTFA"]["Median Response Time"]) > float(rows["TTFT"]["Median Response Time"]) + 200
-
-
-@pytest.fixture(scope="module")
-def hinted(tmp_path_factory):
-    """16 users, a 1,000-token system prompt, the embedded simulator caching only what is marked: --cache-control
-    off and on, at once."""
-
-    def run(path, mark):
-        sweep(
-            path,
-            None,
-            "--sim-args",
-            "--prefix-cache hint",
-            "--system-prompt",
-            system_prompt(path, 1000),
-            "--cache-control",
-            mark,
-            "--max-tokens",
-            "64",
-            users="16",
-            seconds="12s",
-        )
-        return read_csv(path / "run_llm_steps.csv")[0], json.loads((path / "run_llm_run.json").read_text())
-
-    return at_once({mark: partial(run, tmp_path_factory.mktemp(f"cache-{mark}"), mark) for mark in ("off", "on")})
 
 
 def test_a_shared_cached_prefix_saves_kv_memory_not_only_prefill(hinted):
