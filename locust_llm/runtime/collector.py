@@ -20,7 +20,7 @@ from locust_llm.measure.health import StepHealth, Validity, invalid_reasons
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.rows import StepRow, StepWindow, WorkerRow, step_row, step_rows
 from locust_llm.measure.sla import Prices
-from locust_llm.measure.stats import STEADY, WARMUP, StatsTable, StepStats
+from locust_llm.measure.stats import STEADY, WARMUP, StatsKey, StatsTable, StepStats
 from locust_llm.measure.timeline import Timeline
 from locust_llm.protocol.metrics import RequestResult
 from locust_llm.runtime.cpu import CpuSampler
@@ -37,6 +37,7 @@ STEP_MESSAGE = "locust_llm_step"
 END_MESSAGE = "locust_llm_end"
 RESET_MESSAGE = "locust_llm_reset"
 REPORT_KEY = "locust_llm"
+WORKER_COUNTS = ("requests", "ok", "completion_tokens")  # per worker (_llm_workers.csv); the rest only merged
 
 
 def _step_data(mark: Any, elapsed_ns: int, hold_ns: int) -> dict[str, Any]:
@@ -59,7 +60,8 @@ class Collector:
         self.timeline = Timeline()
         self.table = StatsTable()  # this process's samples (on workers: the delta not yet shipped)
         self.merged = StatsTable()  # master: everything the workers shipped
-        self.by_worker: dict[str, StatsTable] = defaultdict(StatsTable)
+        self.by_worker: dict[str, dict[StatsKey, dict[str, int]]] = defaultdict(dict)
+        """Master: per worker, its share of each step's :data:`WORKER_COUNTS` (its histograms are only merged)."""
         self.health: dict[int, StepHealth] = defaultdict(StepHealth)
         self.worker_cpu: dict[int, float] = {}  # worker: this process's max CPU % per step (shipped)
         self.began_ns: int | None = None
@@ -265,7 +267,11 @@ class Collector:
             logger.error("locust-llm: dropped a malformed report from worker %s: %s", client_id, exc)
             return
         self.merged.merge(delta)
-        self.by_worker[client_id].merge(delta)
+        shares = self.by_worker[client_id]
+        for key, stats in delta:
+            share = shares.setdefault(key, dict.fromkeys(WORKER_COUNTS, 0))
+            for name in WORKER_COUNTS:
+                share[name] += stats.counts[name]
         at = report.get("at")
         if at:
             self.worker_steps[client_id] = (int(at[0]), int(at[1]), bool(at[2]))
@@ -419,9 +425,8 @@ class Collector:
     def worker_rows(self) -> list[WorkerRow]:
         """Per worker, step and phase: requests, ok and tokens (the master's breakdown of what it merged)."""
         rows: list[WorkerRow] = []
-        for worker, table in sorted(self.by_worker.items()):
-            for key, stats in table:
-                c = stats.counts
+        for worker, shares in sorted(self.by_worker.items()):
+            for key, c in sorted(shares.items()):
                 cpu = self.health.get(key.step, StepHealth()).cpu_max_pct.get(worker)
                 rows.append(
                     {
