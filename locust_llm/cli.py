@@ -31,15 +31,19 @@ def _fail(command: str, message: object) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from locust_llm.reports.files import ReportInputError
-    from locust_llm.reports.load import load_run
+    from locust_llm.reports.load import load_run, load_shards
     from locust_llm.reports.make import make_report, report_paths
 
     try:
         values = parse_flags(args, REPORT_FLAGS + GATE_FLAGS)
-        run = load_run(args.prefix)
+        if len(args.prefix) > 1 and not args.out:
+            raise ReportInputError(
+                f"{len(args.prefix)} prefixes are merged into one report: give --out DIR for it (none given)"
+            )
+        run = load_shards(args.prefix, prices_from(values)) if len(args.prefix) > 1 else load_run(args.prefix[0])
         outcome = make_report(
             run,
-            report_paths(args.out or args.prefix),
+            report_paths(args.out or args.prefix[0]),
             sla_from(values),
             prices_from(values),
             args.baseline,
@@ -170,7 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     report = sub.add_parser(
         "report", help="Knees, SLA capacity and cost from a run's CSVs: report.html + summary.json."
     )
-    report.add_argument("prefix", help="The run's --csv prefix (e.g. runs/demo), or a path to its _llm_steps.csv.")
+    report.add_argument(
+        "prefix",
+        nargs="+",
+        help="The run's --csv prefix (e.g. runs/demo), or a path to its _llm_steps.csv. Several: shards run at once "
+        "(one master each), merged exactly into one report (needs --out).",
+    )
     report.add_argument("--out", default=None, help="Directory for report.html and summary.json (default: PREFIX).")
     report.add_argument("--baseline", default=None, help="Compare with this summary.json; exit 1 on regression.")
     add_arguments(report, REPORT_FLAGS + GATE_FLAGS, "SLA, prices and gate")

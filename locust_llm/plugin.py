@@ -59,6 +59,10 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
         if not environment.host:
             _start_embedded_sim(run, config)
         config = run.configure()
+        if run.role == "master":
+            problem = config.fleet_error(int(getattr(environment.parsed_options, "expect_workers", 1) or 1))
+            if problem:
+                raise ConfigError(problem)
         if config.tls.insecure:
             logger.warning(
                 "locust-llm: --insecure: TLS certificates and host names are NOT verified; the run's "

@@ -548,6 +548,15 @@ FLAGS: tuple[Flag, ...] = (
         parse_nonnegative_int,
         "steps",
     ),
+    Flag(
+        "--max-users-per-worker",
+        "0",
+        "Distributed sweeps: refuse a plan whose largest step exceeds --expect-workers times this many users (0: no "
+        "check; docs/kubernetes.md).",
+        "LOCUST_LLM_MAX_USERS_PER_WORKER",
+        parse_nonnegative_int,
+        "steps",
+    ),
     # capacity search
     Flag(
         "--search",

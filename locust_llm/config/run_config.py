@@ -75,6 +75,7 @@ class RunConfig:
     max_generator_cpu_pct: float
     max_sched_lag_ms: float
     min_step_requests: int
+    max_users_per_worker: int  # 0: no check (locust_llm.plugin checks a master's plan against it)
     sla: Sla
     prices: Prices
     report_dir: str | None
@@ -113,6 +114,7 @@ class RunConfig:
             max_generator_cpu_pct=v["max_generator_cpu"],
             max_sched_lag_ms=v["max_sched_lag"] * 1000.0,
             min_step_requests=v["min_step_requests"],
+            max_users_per_worker=v["max_users_per_worker"],
             sla=sla,
             prices=prices_from(v),
             report_dir=v["llm_report"],
@@ -136,6 +138,21 @@ class RunConfig:
     def validity(self) -> Validity:
         """The limits of a step's validity (see :mod:`locust_llm.measure.health`)."""
         return Validity(self.max_generator_cpu_pct, self.max_sched_lag_ms, self.min_step_requests)
+
+    def fleet_error(self, workers: int) -> str | None:
+        """Why ``workers`` workers cannot hold this plan at ``--max-users-per-worker`` users each; None when they can
+        or nothing is checked (0, or open-loop rates, whose generator processes are not users)."""
+        per = self.max_users_per_worker
+        if not per or self.rates:
+            return None
+        top, flag = (self.search.max_load, "--search-max-users") if self.search else (max(self.steps), "--steps")
+        if top <= workers * per:
+            return None
+        return (
+            f"{flag} reaches {top:g} users, more than {workers} worker(s) x {per} users each "
+            f"(--max-users-per-worker) = {workers * per}: start more workers (--expect-workers, and the worker Job's "
+            f"parallelism) or lower {flag}"
+        )
 
     def warmup_s(self, step_duration_s: float | None = None) -> float:
         """Warm-up excluded after each step change of ``step_duration_s`` (default: ``--step-duration``)."""

@@ -1,11 +1,8 @@
 """The regression gate: a run's ``summary.json`` against a baseline's. Pure.
 
-A run regresses (:class:`Thresholds`) when its recommended concurrency or knee falls by more than ``knee_drop_steps``
-steps and ``knee_drop_pct`` %; its peak output tok/s (or SLA capacity), or a shared step's, falls by more than its
-share; a p99 below the baseline's knee rises by more than ``p99_rise_pct`` % and its minimum (a TTFT p99 of fewer than
-:data:`TAIL_SAMPLES` requests: judged at p90); or the client failure rate at or below the knee rises by more than
-``error_rate_rise_pp`` and beyond its sampling noise (:func:`rise_z`). The 429 share is reported, never judged.
-docs/methodology.md, "The regression gate".
+A run regresses when its capacity, its peak throughput, a p99 below the baseline's knee, or its failure rate at the
+knee moves past its :class:`Thresholds` and beyond noise. Each rule: :class:`Thresholds`; docs/methodology.md, "The
+regression gate".
 """
 
 from __future__ import annotations
@@ -44,6 +41,12 @@ the p99 is reported and the p90 judged in its place, by the same rule."""
 
 @dataclass(frozen=True)
 class Thresholds:
+    """A run regresses when its recommended concurrency or knee falls by more than ``knee_drop_steps`` steps and
+    ``knee_drop_pct`` %; its peak output tok/s (or SLA capacity), or a shared step's, falls by more than its share; a
+    p99 below the baseline's knee rises by more than ``p99_rise_pct`` % and its minimum (a TTFT p99 of fewer than
+    :data:`TAIL_SAMPLES` requests: judged at p90); or the client failure rate at or below the knee rises by more than
+    ``error_rate_rise_pp`` and beyond its sampling noise (:func:`rise_z`). The 429 share is reported, never judged."""
+
     knee_drop_steps: int = 1
     knee_drop_pct: float = 10.0
     p99_rise_pct: float = 15.0

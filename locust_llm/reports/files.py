@@ -16,6 +16,7 @@ from typing import Any
 
 __all__ = [
     "ReportInputError",
+    "histograms_path",
     "open_csv",
     "read_json_object",
     "steps_csv_path",
@@ -71,6 +72,11 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 def steps_csv_path(csv_prefix: str) -> Path:
     return Path(f"{csv_prefix}_llm_steps.csv")
+
+
+def histograms_path(csv_prefix: str | Path) -> Path:
+    """Every step's histograms and window (:mod:`locust_llm.measure.shards`): what merges runs exactly."""
+    return Path(f"{csv_prefix}_llm_histograms.json")
 
 
 def workers_csv_path(csv_prefix: str) -> Path:

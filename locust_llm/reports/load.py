@@ -1,4 +1,5 @@
-"""Reading a run back: ``{prefix}_llm_steps.csv`` (exact) and ``{prefix}_llm_run.json``, or plain Locust CSVs. Pure.
+"""Reading a run back: ``{prefix}_llm_steps.csv`` (exact) and ``{prefix}_llm_run.json``, or plain Locust CSVs; or
+several shards' ``{prefix}_llm_histograms.json`` merged into one run (:mod:`locust_llm.measure.shards`). Pure.
 
 Cells are typed by :class:`~locust_llm.measure.rows.StepRow`; an empty cell is ``None``, a bad one a one-line
 :class:`ReportInputError` naming the file, the line and the column.
@@ -11,12 +12,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from locust_llm.measure.rows import COLUMNS, StepRow, column_types
+from locust_llm.measure import shards
+from locust_llm.measure.rows import COLUMNS, StepRow, column_types, step_rows
+from locust_llm.measure.sla import Prices
 from locust_llm.measure.turns import TurnRow, turns_csv_path
-from locust_llm.reports.files import ReportInputError, open_csv
+from locust_llm.reports.files import ReportInputError, histograms_path, open_csv, read_json_object
 from locust_llm.reports.history import history_path, locust_timeline, steps_from_history
 
-__all__ = ["LoadedRun", "ReportInputError", "load_run", "read_run_meta", "read_steps", "steps_path"]
+__all__ = ["LoadedRun", "ReportInputError", "load_run", "load_shards", "read_run_meta", "read_steps", "steps_path"]
 
 _TYPES = column_types()
 _TURN_TYPES = column_types(TurnRow)
@@ -67,6 +70,32 @@ def load_run(target: str | Path) -> LoadedRun:
     run.run_meta = read_run_meta(prefix)
     run.turns = read_turns(prefix)
     return run
+
+
+def load_shards(targets: list[str], prices: Prices | None = None) -> LoadedRun:
+    """Several runs measured at once (each master's ``--csv`` prefix) as one, from their histograms files, exactly
+    (:mod:`locust_llm.measure.shards`); the first one's metadata, with every shard named in ``shards``."""
+    parts = []
+    for target in targets:
+        prefix = _prefix(target)
+        path = histograms_path(prefix)
+        if not path.exists() and steps_path(prefix).exists():
+            raise ReportInputError(f"{path} does not exist: this run was made by a locust-llm without it; rerun it")
+        data = read_json_object(path, f"shard {prefix}:")
+        try:
+            parts.append((str(prefix), *shards.load(data, str(path))))
+        except shards.ShardError as exc:
+            raise ReportInputError(str(exc)) from None
+    try:
+        table, windows = shards.merge(parts)
+    except shards.ShardError as exc:
+        raise ReportInputError(str(exc)) from None
+    rows = step_rows(table, windows, prices)
+    if not rows:
+        raise ReportInputError(f"the shards {', '.join(targets)} hold no step")
+    first = _prefix(targets[0])
+    meta = {**read_run_meta(first), "shards": [str(_prefix(t)) for t in targets]}
+    return LoadedRun(rows, "llm_steps", histograms_path(first), run_meta=meta)
 
 
 def read_turns(prefix: str | Path) -> list[dict[str, Any]]:

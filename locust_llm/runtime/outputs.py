@@ -1,8 +1,9 @@
 """What a run leaves behind, on the master or the single process: files, the exit code, the printed table.
 
-``{prefix}_llm_steps.csv`` (and ``_llm_workers.csv``, ``_llm_turns.csv``) refreshed every :data:`CSV_REFRESH_S` and at
-the end; ``{prefix}_llm_run.json`` (settings without secrets, versions, the simulator's truth); ``summary.json`` and
-``report.html`` from the rows in memory. The exit code is the summary's verdict (:mod:`locust_llm.reports.verdict`).
+``{prefix}_llm_steps.csv`` (and ``_llm_workers.csv``, ``_llm_turns.csv``, ``_llm_histograms.json``) refreshed every
+:data:`CSV_REFRESH_S` and at the end; ``{prefix}_llm_run.json`` (settings without secrets, versions, the simulator's
+truth); ``summary.json`` and ``report.html`` from the rows in memory. The exit code is the summary's verdict
+(:mod:`locust_llm.reports.verdict`).
 """
 
 from __future__ import annotations
@@ -19,10 +20,18 @@ import gevent
 import locust
 
 from locust_llm import __version__
+from locust_llm.measure import shards
 from locust_llm.measure.rows import COLUMNS, WORKER_COLUMNS, StepRow, format_table
 from locust_llm.measure.turns import TURN_COLUMNS, TurnRow, turn_rows, turns_csv_path
 from locust_llm.protocol.tokens import message_tokens
-from locust_llm.reports.files import ReportInputError, steps_csv_path, workers_csv_path, write_csv, write_text_atomic
+from locust_llm.reports.files import (
+    ReportInputError,
+    histograms_path,
+    steps_csv_path,
+    workers_csv_path,
+    write_csv,
+    write_text_atomic,
+)
 from locust_llm.reports.verdict import EXIT_INPUT
 from locust_llm.runtime.run import LLMRun
 from locust_llm.runtime.server_scraper import CSV_COLUMNS as SERVER_COLUMNS
@@ -61,6 +70,9 @@ def write_csvs(run: LLMRun) -> None:
     if not prefix:
         return
     write_csv(steps_csv_path(prefix), COLUMNS, rows(run))
+    collector = run.collector
+    hists = shards.dump(collector.results(), collector.windows(run.require_config().validity))
+    write_text_atomic(histograms_path(prefix), json.dumps(hists, separators=(",", ":")))
     if run.require_config().workload.conversations:
         write_csv(turns_csv_path(prefix), TURN_COLUMNS, conversation_rows(run))
     if run.role == "master":

@@ -312,3 +312,25 @@ def test_every_first_request_waits_for_the_retry_after_the_preflight_was_given(r
     assert len(times) > 2 and min(times[1:]) - times[0] >= 2.0, [round(t - times[0], 3) for t in times[:6]]
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
     assert float(row["retry_wait_s"]) > 0  # the users' wait is counted as a retry wait
+
+
+def test_a_master_refuses_a_plan_larger_than_its_fleet_before_any_worker_joins(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens: the refusal comes before the preflight
+    proc = run_locust(
+        "--master",
+        "--headless",
+        "--master-bind-port=0",
+        "--expect-workers=2",
+        "--max-users-per-worker=4",
+        "--steps=4,16",
+        "--host",
+        f"http://127.0.0.1:{port}/v1",
+        "--model",
+        "m",
+        cwd=tmp_path,
+        timeout_s=60,
+    )
+    assert proc.returncode == 2
+    assert "--steps reaches 16 users, more than 2 worker(s) x 4 users each" in one_line_error(proc)

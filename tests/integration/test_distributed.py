@@ -1,13 +1,18 @@
 """Real master and worker processes on 127.0.0.1: nothing lost, nothing counted twice, lost workers flagged."""
 
 import json
+import subprocess
 import sys
 import urllib.request
 from functools import partial
+from pathlib import Path
 
 import pytest
 
-from tests.support.procs import at_once, distributed_run, read_csv, run_locust, server, sim
+from locust_llm.measure import shards
+from locust_llm.measure.histogram import Histogram
+from locust_llm.measure.stats import STEADY, StatsKey
+from tests.support.procs import at_once, distributed_run, free_port, read_csv, run_locust, server, sim
 from tests.support.truth import assert_pacing_truth
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
@@ -175,18 +180,24 @@ def test_a_killed_worker_marks_its_step_invalid_and_the_run_still_completes(runs
     assert "invalid step 2: worker lost during the step" in stdout
 
 
-def test_processes_flag_runs_a_master_and_forked_workers(tmp_path):
+def test_processes_flag_runs_a_master_and_eight_forked_workers(tmp_path):
+    """A master and 8 forked workers (the fleet bench/master.py checks against a real run): every step's row is the
+    sum of the 8 workers' steady shares."""
     with sim(*SIM) as base:
         proc = run_locust(
             "--headless",
             "--processes",
-            "2",
+            "8",
+            "--master-bind-port",
+            str(port := free_port()),
+            "--master-port",
+            str(port),
             "--host",
             base,
             "--csv",
             str(tmp_path / "run"),
             "--steps",
-            "2,4",
+            "8,16",
             "--step-duration",
             "5s",
             "--warmup",
@@ -200,5 +211,31 @@ def test_processes_flag_runs_a_master_and_forked_workers(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr  # nor Locust's CSV writer failing on its closed files at the end
     steps = read_csv(tmp_path / "run_llm_steps.csv")
-    assert [int(r["users"]) for r in steps] == [2, 4]
-    assert all(int(r["requests"]) > 0 and r["workers"] == "2" for r in steps)
+    workers = read_csv(tmp_path / "run_llm_workers.csv")
+    assert [int(r["users"]) for r in steps] == [8, 16]
+    assert len({w["worker"] for w in workers}) == 8
+    for row in steps:
+        shares = [w for w in workers if w["step"] == row["step"] and w["phase"] == "steady"]
+        assert row["workers"] == "8" and int(row["requests"]) == sum(int(w["requests"]) for w in shares) > 0
+        assert int(row["completion_tokens"]) == sum(int(w["completion_tokens"]) for w in shares)
+
+
+def test_two_masters_runs_merge_exactly_into_one_report(runs, tmp_path):
+    """Two runs of the same plan at once (each its own master: shards of a fleet), merged by ``locust-llm report``:
+    each step's counts are the two runs' sums and its percentiles those of the two runs' histograms together."""
+    prefixes = [str(runs[name][3] / "run") for name in ("distributed", "single")]
+    cli = (sys.executable, "-m", "locust_llm.cli", "report")
+    refused = subprocess.run([*cli, *prefixes], capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "give --out DIR" in refused.stderr
+    proc = subprocess.run([*cli, *prefixes, "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode in (0, 3), proc.stderr  # 3 when one shard's step was invalid on a busy machine
+    merged = by_step(json.loads((tmp_path / "summary.json").read_text())["steps"])
+    shard_rows = [by_step(read_csv(Path(p + "_llm_steps.csv"))) for p in prefixes]
+    tables = [shards.load(json.loads(Path(p + "_llm_histograms.json").read_text()), p)[0] for p in prefixes]
+    for step, row in merged.items():
+        assert row["requests"] == sum(int(s[step]["requests"]) for s in shard_rows) > 0
+        assert row["users"] == sum(int(s[step]["users"]) for s in shard_rows)
+        ttft = Histogram()
+        for table in tables:
+            ttft.merge(table.get(StatsKey(step, "sim-llm", STEADY)).hist["ttft"])
+        assert row["ttft_p50_ms"] == round(ttft.quantile(0.5) / 1e6, 3)

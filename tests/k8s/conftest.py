@@ -21,9 +21,9 @@ def kubectl() -> str:
     return path
 
 
-def render(overlay: str) -> list[dict]:
+def render(overlay: str, root: Path = ROOT) -> list[dict]:
     proc = subprocess.run(
-        [kubectl(), "kustomize", str(ROOT / "k8s" / "overlays" / overlay)], capture_output=True, text=True, timeout=60
+        [kubectl(), "kustomize", str(root / "k8s" / "overlays" / overlay)], capture_output=True, text=True, timeout=60
     )
     assert proc.returncode == 0, proc.stderr
     return [doc for doc in yaml.safe_load_all(proc.stdout) if doc]

@@ -3,12 +3,13 @@ schemas do not check."""
 
 import re
 import shlex
+import shutil
 
 import kubernetes_validate
 import pytest
 from croniter import croniter
 
-from tests.k8s.conftest import OVERLAYS
+from tests.k8s.conftest import OVERLAYS, ROOT, render
 
 VERSIONS = ("1.30", "1.33")
 INDEX_LABEL = "batch.kubernetes.io/job-completion-index"
@@ -62,12 +63,31 @@ def test_jobs_never_restart(rendered, overlay):
         assert spec["template"]["spec"]["restartPolicy"] == "Never", name
 
 
+def settings_of(docs, container):
+    """The environment a container gets from its ConfigMaps (envFrom)."""
+    maps = {d["metadata"]["name"]: d.get("data", {}) for d in of_kind(docs, "ConfigMap")}
+    env = {}
+    for source in container.get("envFrom", []):
+        env.update(maps[source["configMapRef"]["name"]])
+    return env
+
+
+def expected_workers(docs, master):
+    """The master's --expect-workers: in its arguments, or from its ConfigMap (LOCUST_EXPECT_WORKERS)."""
+    given = re.search(r"--expect-workers[= ](\d+)", command_line(master))
+    return int(given.group(1)) if given else int(settings_of(docs, master)["LOCUST_EXPECT_WORKERS"])
+
+
+def masters_of(docs):
+    masters = [c for _, _, c in containers(docs) if is_master(c)]
+    assert len(masters) == 1
+    return masters[0]
+
+
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_expect_workers_equals_the_worker_parallelism(rendered, overlay):
     docs = rendered[overlay]
-    masters = [c for _, _, c in containers(docs) if is_master(c)]
-    assert len(masters) == 1
-    expected = int(re.search(r"--expect-workers[= ](\d+)", command_line(masters[0])).group(1))
+    expected = expected_workers(docs, masters_of(docs))
     jobs = dict(job_specs(docs))
     if "locust-llm-worker" in jobs:
         assert jobs["locust-llm-worker"]["parallelism"] == expected
@@ -75,6 +95,30 @@ def test_expect_workers_equals_the_worker_parallelism(rendered, overlay):
     else:  # one Indexed Job: index 0 is the master, the others are workers
         (spec,) = jobs.values()
         assert spec["completionMode"] == "Indexed" and spec["parallelism"] - 1 == expected
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_each_overlays_largest_step_fits_its_fleet(rendered, overlay):
+    """Where an overlay states users per worker, its master would refuse steps beyond the fleet: none is."""
+    docs = rendered[overlay]
+    master = masters_of(docs)
+    settings = settings_of(docs, master)
+    per_worker = int(settings.get("LOCUST_LLM_MAX_USERS_PER_WORKER", 0))
+    if per_worker:
+        steps = [int(s) for s in settings["LOCUST_LLM_STEPS"].split(",")]
+        assert max(steps) <= expected_workers(docs, master) * per_worker
+
+
+def test_the_capacity_fleet_is_sized_by_one_number(tmp_path):
+    """Changing LOCUST_EXPECT_WORKERS alone moves the master's wait and the worker Job's size together."""
+    shutil.copytree(ROOT / "k8s", tmp_path / "k8s")
+    kustomization = tmp_path / "k8s" / "overlays" / "capacity" / "kustomization.yaml"
+    text = kustomization.read_text()
+    assert "LOCUST_EXPECT_WORKERS=4" in text
+    kustomization.write_text(text.replace("LOCUST_EXPECT_WORKERS=4", "LOCUST_EXPECT_WORKERS=20"))
+    docs = render("capacity", tmp_path)
+    worker = dict(job_specs(docs))["locust-llm-worker"]
+    assert expected_workers(docs, masters_of(docs)) == worker["parallelism"] == worker["completions"] == 20
 
 
 @pytest.mark.parametrize("overlay", OVERLAYS)

@@ -238,3 +238,19 @@ def test_every_help_page_formats():
     add_sim_arguments(sim)
     pages.append(sim.format_help())
     assert all(pages) and any("1%)" in page for page in pages)
+
+
+def test_a_plan_larger_than_the_fleet_is_refused_naming_both_numbers():
+    config = RunConfig.from_options(options(steps="256,512,1024", max_users_per_worker="256"))
+    assert config.fleet_error(4) is None  # 4 x 256 = 1024 users: it fits exactly
+    assert config.fleet_error(3) == (
+        "--steps reaches 1024 users, more than 3 worker(s) x 256 users each (--max-users-per-worker) = 768: start "
+        "more workers (--expect-workers, and the worker Job's parallelism) or lower --steps"
+    )
+    assert RunConfig.from_options(options(steps="1024")).fleet_error(1) is None  # 0: no check
+    searching = RunConfig.from_options(
+        options(steps="8", search="knee", search_max_users="4096", max_users_per_worker="256")
+    )
+    assert "--search-max-users reaches 4096 users" in searching.fleet_error(8)
+    open_loop = RunConfig.from_options(options(rates="100", max_users_per_worker="1"))
+    assert open_loop.fleet_error(1) is None  # generator processes are not users
