@@ -49,6 +49,7 @@ TAB_COLUMNS = (
     ("server_waiting_p50", "Server waiting p50"),
     ("valid", "Valid"),
     ("invalid_reasons", "Reasons"),
+    ("why", "Why (at the knee)"),
 )
 LOCUST_START_FIELDS = frozenset(
     {"user_count", "spawn_rate", "host", "run_time", "user_classes", "shape_class", "profile"}
@@ -68,9 +69,10 @@ _DECIMALS = {
 }
 
 
-def tab_rows(rows: list[StepRow]) -> list[dict[str, Any]]:
+def tab_rows(rows: list[StepRow], summary: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """The rows of the LLM tab: the table's columns (rounded for reading), the 429 share in percent, validity in
-    words."""
+    words; once the run's summary is made, its diagnosis on the primary model's knee step (its last step when the
+    sweep shows no knee)."""
     out = []
     for row in rows:
         requests = row["requests"]
@@ -82,7 +84,16 @@ def tab_rows(rows: list[StepRow]) -> list[dict[str, Any]]:
         share = row.get("cache_hit_share")
         shown["cache_hit_pct"] = None if share is None else round(100 * share, 1)
         shown["valid"] = "yes" if row["valid"] else "no"
+        shown["why"] = None
         out.append(shown)
+    diagnosis = (summary or {}).get("diagnosis")
+    if diagnosis and summary is not None:
+        primary = [i for i, row in enumerate(rows) if row["model"] == summary.get("model")]
+        knee = by_load(summary)["knee"].get("latency_knee_users")
+        load = "offered_req_s" if summary.get("mode") == "rate" else "users"
+        at_knee = [i for i in primary if knee is not None and rows[i].get(load) == knee]
+        if primary:
+            out[(at_knee or primary)[-1]]["why"] = diagnosis["sentence"]
     return out
 
 
@@ -199,7 +210,7 @@ def _extend_stats(app: Any, base: str, run: LLMRun) -> None:
         if request.path != f"{base}/stats/requests" or response.status_code != 200:
             return response
         body = json.loads(response.get_data())
-        rows = tab_rows(outputs.rows(run)) if run.number else []
+        rows = tab_rows(outputs.rows(run), run.summary) if run.number else []
         body["extended_stats"] = [{"key": TAB_KEY, "data": rows}]
         response.set_data(json.dumps(body, default=str))
         return response

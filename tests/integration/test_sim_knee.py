@@ -1,4 +1,6 @@
-"""A short Locust sweep against a small KV cache: the measured knee sits where the engine's analytics put it."""
+"""A short Locust sweep against a small KV cache: the measured knee sits where the engine's analytics put it, and a
+knee search of the same server, run at the same time, lands inside the sweep's bracket (a slot-limited server, flat
+then a cliff at its slot count, is searched in tests/integration/test_search.py)."""
 
 import argparse
 import json
@@ -7,7 +9,7 @@ import pytest
 
 from locust_llm.sim.command import add_arguments, config_from_args
 from locust_llm.sim.truth import replay_closed_loop, saturation_users, steady_state
-from tests.support.procs import read_csv, run_locust
+from tests.support.procs import at_once, read_csv, run_locust
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
@@ -16,15 +18,12 @@ MAX_TOKENS = 32
 STEPS = (2, 4, 8, 16, 24)
 
 
-@pytest.fixture(scope="module")
-def sweep(tmp_path_factory):
-    out = tmp_path_factory.mktemp("knee")
+def run(out, *plan):
     proc = run_locust(
         "--headless",
         "--csv",
         str(out / "run"),
-        "--steps",
-        ",".join(map(str, STEPS)),
+        *plan,
         "--step-duration",
         "6s",
         "--warmup",
@@ -38,13 +37,30 @@ def sweep(tmp_path_factory):
         cwd=out,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
-    return read_csv(out / "run_llm_steps.csv")
+    return out
 
 
 @pytest.fixture(scope="module")
-def summary(sweep, tmp_path_factory):
-    path = next(tmp_path_factory.getbasetemp().glob("knee*/report/summary.json"))
-    return json.loads(path.read_text())
+def runs(tmp_path_factory):
+    """The sweep and the search at once, each with its own simulator (light loads: under 32 users)."""
+    sweep_args = ("--steps", ",".join(map(str, STEPS)))
+    search_args = ("--steps", "2", "--search", "knee", "--search-min-requests", "100")
+    return at_once(
+        {
+            "sweep": lambda: run(tmp_path_factory.mktemp("knee"), *sweep_args),
+            "search": lambda: run(tmp_path_factory.mktemp("search"), *search_args),
+        }
+    )
+
+
+@pytest.fixture(scope="module")
+def sweep(runs):
+    return read_csv(runs["sweep"] / "run_llm_steps.csv")
+
+
+@pytest.fixture(scope="module")
+def summary(runs):
+    return json.loads((runs["sweep"] / "report" / "summary.json").read_text())
 
 
 def engine_params():
@@ -89,3 +105,13 @@ def test_reported_knee_brackets_the_simulators_analytic_capacity(summary):
     assert low <= truth <= high, (knee, truth)
     assert knee["recommended_users"] == low
     assert summary["valid"], summary["invalid_reasons"]
+
+
+def test_the_knee_search_lands_inside_the_sweeps_bracket(runs, summary):
+    """The search doubles from 2 users while each doubling's TTFT p99 grows less than its stated factor, then
+    bisects the doubling where it jumped (locust_llm/shapes/criteria.py): it answers inside the sweep's bracket,
+    not at the first modest rise (a TTFT p99 that grows from 2 to 4 users as requests wait for a decode step)."""
+    searched = json.loads((runs["search"] / "report" / "summary.json").read_text())
+    low, high = summary["knee"]["latency_knee_bracket"]
+    assert searched["search"]["complete"], searched["search"]["reason"]
+    assert low <= searched["search"]["answer"] <= high, (searched["search"], (low, high))

@@ -3,6 +3,7 @@ and the live page draws its charts, while the run goes and after it, without a J
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -95,6 +96,10 @@ def test_the_llm_tab_and_the_live_page_in_a_browser(browser, tmp_path):
         if UPDATE_DOCS:
             live.screenshot(path=str(DOCS / "webui-live.png"), full_page=True)
         assert len(steps_json(base)["rows"]) == len(ARGS[1].split(","))
+        # the tab's next poll after the summary is made: the diagnosis on one row (the knee's, else the last)
+        why = ui.locator("td", has_text=re.compile(r"the wall is|not sure what the wall is"))
+        why.first.wait_for(timeout=15_000)
+        assert why.count() == 1 and why.first.inner_text() == steps_json(base)["summary"]["diagnosis"]["sentence"]
     assert ui_errors == [] and live_errors == [], (ui_errors, live_errors)
 
 
