@@ -7,6 +7,8 @@ input (one line on stderr), 3 the measurement is invalid (:mod:`locust_llm.repor
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import sys
 import textwrap
 
@@ -153,6 +155,23 @@ def format_flags_markdown() -> str:
     return "\n".join(lines)
 
 
+def cmd_trace_synth(args: argparse.Namespace) -> int:
+    from locust_llm.workload.trace import synth
+
+    for name, value, allowed in (
+        ("--rate", args.rate, args.rate > 0),
+        ("--minutes", args.minutes, args.minutes > 0),
+        ("--cv", args.cv, args.cv >= 0),
+        ("--prefix-share", args.prefix_share, 0 <= args.prefix_share <= 1),
+    ):
+        if not (allowed and math.isfinite(value)):
+            need = "between 0 and 1" if name == "--prefix-share" else ">= 0" if name == "--cv" else "> 0"
+            return _fail("trace synth", f"{name} must be a number {need}, got {value:g}")
+    for line in synth(args.rate, args.minutes, args.cv, args.prefix_share, args.seed):
+        print(json.dumps(line, separators=(",", ":")))
+    return 0
+
+
 def cmd_flags(args: argparse.Namespace) -> int:
     print(format_flags_markdown() if args.format == "markdown" else format_flags())
     return 0
@@ -229,6 +248,25 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sim_command.add_arguments(sim)
     sim.set_defaults(func=sim_command.run)
+
+    trace = sub.add_parser("trace", help="Traces to replay with --trace.")
+    trace_sub = trace.add_subparsers(dest="trace_command", metavar="TRACE_COMMAND", required=True)
+    synth = trace_sub.add_parser(
+        "synth", help="Print a made-up trace (JSON Lines, Mooncake format): gaps, lengths and shared prefixes."
+    )
+    synth.add_argument("--rate", type=float, default=4.0, help="Mean requests per second (default 4).")
+    synth.add_argument("--minutes", type=float, default=5.0, help="How long the trace runs, minutes (default 5).")
+    synth.add_argument(
+        "--cv", type=float, default=1.0, help="Burstiness: the gaps' coefficient of variation (1 Poisson; default 1)."
+    )
+    synth.add_argument(
+        "--prefix-share",
+        type=float,
+        default=0.5,
+        help="Share of requests starting with one of 8 shared 2-block prefixes (default 0.5).",
+    )
+    synth.add_argument("--seed", type=int, default=1, help="Random seed: the same seed, the same trace (default 1).")
+    synth.set_defaults(func=cmd_trace_synth)
 
     flags = sub.add_parser("flags", help="List every flag of a run, its env var and its default.")
     flags.add_argument(

@@ -63,6 +63,9 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
             problem = config.fleet_error(int(getattr(environment.parsed_options, "expect_workers", 1) or 1))
             if problem:
                 raise ConfigError(problem)
+        if config.trace is not None:
+            speeds = config.trace_speeds or ()
+            logger.info("locust-llm: %s", config.trace.describe(speeds, config.step_duration_s, config.trace_offset_s))
         if config.tls.insecure:
             logger.warning(
                 "locust-llm: --insecure: TLS certificates and host names are NOT verified; the run's "

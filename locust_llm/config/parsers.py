@@ -28,6 +28,7 @@ __all__ = [
     "parse_json_object",
     "parse_nonnegative_int",
     "parse_number",
+    "parse_offset_s",
     "parse_on_off",
     "parse_optional_number",
     "parse_percent",
@@ -69,6 +70,16 @@ def parse_duration_s(text: str, flag: str) -> float:
     if seconds is None or not math.isfinite(seconds) or seconds <= 0:
         raise ConfigError(f"{flag} must be a positive duration like 30s, 2m or 1m30s, got {text!r}")
     return seconds
+
+
+def parse_offset_s(text: str, flag: str) -> float:
+    """A duration as :func:`parse_duration_s` parses it, or zero (``0``, ``0s``)."""
+    if re.fullmatch(r"0+(?:\.0*)?(?:ms|s|m|h)?", str(text).strip().lower()):
+        return 0.0
+    try:
+        return parse_duration_s(text, flag)
+    except ConfigError:
+        raise ConfigError(f"{flag} must be a duration >= 0 like 0s, 30s or 10m, got {text!r}") from None
 
 
 def parse_steps(text: str, flag: str = "--steps") -> tuple[int, ...]:

@@ -24,6 +24,7 @@ from locust_llm.reports.compare import Thresholds
 from locust_llm.shapes.arrivals import Arrivals
 from locust_llm.shapes.search import SearchSettings
 from locust_llm.workload.prompts import Length, Workload
+from locust_llm.workload.trace import Trace, TraceError, load_trace
 
 __all__ = [
     "RunConfig",
@@ -61,7 +62,10 @@ class RunConfig:
     allow_new_host: bool
     tls: TlsSettings
     steps: tuple[int, ...]
-    rates: tuple[float, ...] | None
+    rates: tuple[float, ...] | None  # with --trace: each speed times the trace's own rate
+    trace: Trace | None
+    trace_speeds: tuple[float, ...] | None
+    trace_offset_s: float
     arrivals: Arrivals
     max_in_flight: int
     search: SearchSettings | None
@@ -89,6 +93,7 @@ class RunConfig:
         """Build from Locust's ``parsed_options`` (or any object with the flags' ``dest`` attributes)."""
         v = parse_flags(options, FLAGS)
         sla = sla_from(v)
+        trace, speeds = _trace(v)
         return cls(
             model=v["model"],
             api_key=v["api_key"],
@@ -100,10 +105,13 @@ class RunConfig:
             allow_new_host=v["allow_new_host"],
             tls=tls_from(v["ca_bundle"], v["insecure"]),
             steps=v["steps"],
-            rates=_rates(v),
+            rates=tuple(speed * trace.rate_req_s for speed in speeds) if trace and speeds else _rates(v),
+            trace=trace,
+            trace_speeds=speeds,
+            trace_offset_s=v["trace_offset"],
             arrivals=v["arrivals"],
             max_in_flight=v["max_in_flight"],
-            search=search_from(v, sla),
+            search=search_from(v, sla, trace),
             step_duration_s=v["step_duration"],
             request_timeout_s=v["request_timeout"],
             server_metrics=v["server_metrics"],
@@ -138,6 +146,20 @@ class RunConfig:
     def validity(self) -> Validity:
         """The limits of a step's validity (see :mod:`locust_llm.measure.health`)."""
         return Validity(self.max_generator_cpu_pct, self.max_sched_lag_ms, self.min_step_requests)
+
+    def trace_settings(self) -> dict[str, Any] | None:
+        """The replayed trace for reports: its file, size, own rate and the speeds (never its text)."""
+        if self.trace is None:
+            return None
+        return {
+            "path": self.trace.path,
+            "requests": len(self.trace.entries),
+            "period_s": round(self.trace.period_s, 3),
+            "rate_req_s": self.trace.rate_req_s,
+            "speeds": list(self.trace_speeds or ()),
+            "offset_s": self.trace_offset_s,
+            "block_tokens": self.trace.block_tokens,
+        }
 
     def fleet_error(self, workers: int) -> str | None:
         """Why ``workers`` workers cannot hold this plan at ``--max-users-per-worker`` users each; None when they can
@@ -197,6 +219,7 @@ class RunConfig:
             "tls": self.tls.describe(),
             "steps": None if self.rates else list(self.steps),
             "rates": list(self.rates) if self.rates else None,
+            "trace": self.trace_settings(),
             "arrivals": self.arrivals.describe() if self.rates else None,
             "max_in_flight": self.max_in_flight if self.rates else None,
             "search": self.search.describe() if self.search else None,
@@ -224,15 +247,48 @@ def _rates(v: Values) -> tuple[float, ...] | None:
     return rates or None
 
 
-def search_from(v: Values, sla: Sla) -> SearchSettings | None:
-    """``--search`` and its flags. It starts from one load: the first of ``--steps`` (its default list is fine) or
-    of ``--rates``; an explicit list of several is a conflict. ``sla`` needs at least one SLA limit."""
+def _trace(v: Values) -> tuple[Trace | None, tuple[float, ...] | None]:
+    """``--trace`` and its speeds; it excludes ``--rates`` and ``--steps`` (other than its default), and its offset
+    lies inside it."""
+    if not v["trace"]:
+        return None, None
+    default_steps = next(f for f in FLAGS if f.dest == "steps").value(None)
+    for flag, given in (("--rates", v["rates"]), ("--steps", v["steps"] != default_steps and v["steps"])):
+        if given:
+            raise ConfigError(
+                f"--trace replays at --trace-speeds, which excludes {flag} (got both: --trace {v['trace']} and "
+                f"{flag} {','.join(f'{x:g}' for x in given)})"
+            )
+    for flag, dest in (
+        ("--prompts", "prompts"),
+        ("--input-tokens", "input_tokens"),
+        ("--system-prompt", "system_prompt"),
+    ):
+        if v.get(dest):
+            raise ConfigError(f"--trace supplies the prompts, which excludes {flag} (got both: --trace and {flag})")
+    try:
+        trace = load_trace(v["trace"], v["trace_block_tokens"])
+    except TraceError as exc:
+        raise ConfigError(str(exc)) from None
+    if v["trace_offset"] >= trace.period_s:
+        raise ConfigError(
+            f"--trace-offset must lie inside the trace ({trace.period_s:g} s long), got {v['trace_offset']:g} s"
+        )
+    return trace, v["trace_speeds"]
+
+
+def search_from(v: Values, sla: Sla, trace: Trace | None = None) -> SearchSettings | None:
+    """``--search`` and its flags. It starts from one load: the first of ``--steps`` (its default list is fine), of
+    ``--rates`` or of ``--trace-speeds``; an explicit list of several is a conflict. ``sla`` needs at least one SLA
+    limit."""
     if v["search"] == "off":
         return None
     default_steps = next(f for f in FLAGS if f.dest == "steps").value(None)
     loads = v["rates"] or (v["steps"] if v["steps"] != default_steps else None)
+    if trace is not None:
+        loads = v["trace_speeds"]
     if loads and len(loads) > 1:
-        flag = "--rates" if v["rates"] else "--steps"
+        flag = "--trace-speeds" if trace is not None else "--rates" if v["rates"] else "--steps"
         raise ConfigError(
             f"--search starts from one load: give {flag} a single value (the start, e.g. {flag} "
             f"{loads[0]:g}), got {flag} {','.join(f'{x:g}' for x in loads)}"

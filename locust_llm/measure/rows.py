@@ -98,6 +98,7 @@ class StepRow(TypedDict):
     error_backoff_s: float
     no_done: int
     offered_req_s: float | None
+    speed: float | None
     served_req_s: float | None
     in_flight_p50: float | None
     in_flight_max: float | None
@@ -165,6 +166,7 @@ class StepWindow:
     workers: int | None = None
     invalid_reasons: tuple[str, ...] = ()
     rate: float | None = None  # open loop: the offered rate, requests/s
+    speed: float | None = None  # a trace's replay speed (the rate over the trace's own)
 
 
 def _ms(stats: StepStats, name: str, q: float) -> float | None:
@@ -253,6 +255,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "error_backoff_s": round(c["error_backoff_ms"] / 1000.0, 3),
         "no_done": c["no_done"],
         "offered_req_s": window.rate,
+        "speed": window.speed,
         "served_req_s": None if window.rate is None else _rate(c["client_ok"], d),
         "in_flight_p50": _in_flight(stats, 0.5),
         "in_flight_max": _in_flight(stats, 1.0),
@@ -315,6 +318,7 @@ _TABLE = (
 
 
 _OPEN_LOOP_TABLE = (
+    ("speed", "speed", "{:g}x"),
     ("offered_req_s", "offered/s", "{:g}"),
     ("served_req_s", "served/s", "{:.1f}"),
     ("dropped", "dropped", "{}"),
@@ -326,7 +330,8 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     arrivals, ``users`` being the in-flight p99); ``-`` where a value is missing."""
     table: tuple[tuple[str, str, str], ...] = _TABLE
     if any(row.get("offered_req_s") is not None for row in rows):
-        table = _TABLE[:1] + _OPEN_LOOP_TABLE + _TABLE[1:]
+        traced = any(row.get("speed") not in (None, "") for row in rows)
+        table = _TABLE[:1] + _OPEN_LOOP_TABLE[0 if traced else 1 :] + _TABLE[1:]
     header = [title for _, title, _ in table]
     body = [
         [("-" if row.get(key) is None or row.get(key) == "" else fmt.format(row[key])) for key, _, fmt in table]
@@ -347,8 +352,10 @@ def format_done(row: Mapping[str, Any]) -> str:
         value = row.get(key)
         return "-" if value is None or value == "" else f"{float(value):.{digits}f} ms"
 
-    offered = row.get("offered_req_s")
+    offered, speed = row.get("offered_req_s"), row.get("speed")
     load = f"{row['users']} users" if offered is None or offered == "" else f"{float(offered):g} req/s"
+    if speed is not None and speed != "":
+        load = f"{float(speed):g}x the trace ({load})"
     requests = int(row.get("requests") or 0)
     share = int(row.get("status_429") or 0) / requests if requests else 0.0
     validity = "valid" if row.get("valid") in (True, "True") else f"INVALID: {row.get('invalid_reasons')}"

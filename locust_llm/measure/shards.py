@@ -71,6 +71,7 @@ def merge(shards: list[tuple[str, StatsTable, list[StepWindow]]]) -> tuple[Stats
                 workers=sum(workers) if workers else None,
                 invalid_reasons=tuple(f"{label}: {r}" for label, w in same for r in w.invalid_reasons),
                 rate=sum(rates) if rates else None,
+                speed=same[0][1].speed,
             )
         )
     return table, merged

@@ -278,6 +278,8 @@ def analyze(
     reason = f"no limit reached up to {_at(recommended or 0, load)}: test a higher {noun}"
     if applicable:
         recommended, reason = min(applicable, key=lambda x: x[0])
+    if mode == "rate" and sat_users is None and sat_note.startswith("already behind"):
+        recommended, reason = 0, f"no offered rate was kept up with: {sat_note}"  # never a rate not served
     if sla.given and sla_users is None:
         recommended, reason = 0, f"no tested {noun} meets the SLA"
     if search is not None and list(search["bracket"]) == [None, None]:

@@ -157,13 +157,62 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
         "sla": {**sla.as_dict(), "error_limit": sla.error_limit, "described": sla.describe()},
         "prices": prices.as_dict(),
         "model": primary,
-        "knee": {**{k: primary_analysis[k] for k in keys}, "search": search is not None},
+        "knee": {
+            **{k: primary_analysis[k] for k in keys},
+            "search": search is not None,
+            **trace_capacity(primary_analysis, (run.run_meta.get("settings") or {}).get("trace"), sla.given),
+        },
         "diagnosis": diagnose([s for s in run.steps if s["model"] == primary], knee_load),
         "analyses": {m: a.as_dict() for m, a in analyses.items()},
         "steps": run.steps,
         **({"search": search} if search is not None else {}),
         **({"turns": run.turns} if run.turns else {}),
     }
+
+
+def trace_capacity(analysis: dict[str, Any], trace: dict[str, Any] | None, sla_given: bool) -> dict[str, Any]:
+    """With a replayed trace, the capacity in multiples of it: each rate over the trace's own (its speed).
+    ``capacity_multiple`` is the SLA capacity (interpolated where it can be) when an SLA is given, else the
+    recommended rate: how many times the user's traffic the endpoint serves; None when neither was found."""
+    if not trace or not trace.get("rate_req_s"):
+        return {}
+    rate = float(trace["rate_req_s"])
+
+    def speed(key: str) -> float | None:
+        value = analysis.get(key)
+        return None if value is None else round(float(value) / rate, 3)
+
+    sla = speed("sla_max_rate_req_s_interpolated") or speed("sla_max_rate_req_s")
+    multiple, basis = (sla, "sla") if sla_given else (speed("recommended_rate_req_s"), "recommended")
+    if multiple is None and analysis.get("recommended_rate_req_s") == 0:
+        multiple = 0.0  # no tested speed kept up, or met the SLA
+    return {
+        "trace_rate_req_s": rate,
+        "latency_knee_speed": speed("latency_knee_rate_req_s"),
+        "sla_max_speed": sla,
+        "capacity_multiple": multiple,
+        "capacity_basis": basis,
+    }
+
+
+def trace_text(summary: dict[str, Any]) -> str | None:
+    """The printed line of a trace's capacity (:func:`trace_capacity`), or None without a trace."""
+    knee = summary["knee"]
+    if "capacity_multiple" not in knee:
+        return None
+    multiple = knee["capacity_multiple"]
+    within = (
+        f"within the SLA [{summary['sla']['described']}]"
+        if knee["capacity_basis"] == "sla"
+        else "below its knee (the recommended max rate)"
+    )
+    if multiple is None:
+        return f"  your traffic: how many times of it fits is not known ({knee.get('recommended_reason')})"
+    if not multiple:
+        return f"  your traffic: no tested speed of it stayed {within}"
+    if multiple < 1:
+        return f"  your traffic is past capacity: the endpoint serves only {multiple:g}x of it {within}"
+    return f"  your traffic can grow {multiple:g}x (speed) and stay {within}"
 
 
 def write_json(summary: dict[str, Any], path: Path) -> None:
@@ -228,6 +277,9 @@ def console_summary(summary: dict[str, Any]) -> str:
     )
     if knee["provider_is_the_wall"]:
         lines.append("  the wall is the provider's rate limit (HTTP 429), not the model: raise the limit or add keys")
+    traced = trace_text(summary)
+    if traced:
+        lines.append(traced)
     diagnosis = summary.get("diagnosis")
     if diagnosis:
         low = " (low confidence)" if diagnosis["confidence"] == "low" and diagnosis["wall"] != "unknown" else ""

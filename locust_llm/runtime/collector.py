@@ -77,6 +77,7 @@ class Collector:
         """Master: per worker, from its last report, the step it was in, for how long (ns) and whether it had ended."""
         self.after_sample: Callable[[], None] | None = None  # run once a second after the health sample
         self._greenlet: gevent.Greenlet | None = None
+        self.trace_rate_req_s: float | None = None  # a replayed trace's own rate: a step's speed is its rate over it
         self.hold_until_ns = 0
         """Before this (local clock) no user sends its first request: a Retry-After the preflight was given. A master
         passes the time left with each step message."""
@@ -369,6 +370,7 @@ class Collector:
                     workers=health.workers_min if self.role == "master" else None,
                     invalid_reasons=tuple(reasons),
                     rate=mark.rate,
+                    speed=round(mark.rate / self.trace_rate_req_s, 6) if mark.rate and self.trace_rate_req_s else None,
                 )
             )
         return out

@@ -117,7 +117,7 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
         ok = sum(r["ok"] for r in step_rows)
         prompt = round(sum(r["prompt_tokens"] for r in step_rows) / ok) if ok else 0
         meta["simulator"] = run.sim.truth(run.model, prompt, config.max_tokens.mean, **shared_prefix(config))
-        if config.rates:  # a search's truth at each rate it probed
+        if config.rates and config.trace is None:  # a search's truth at each rate it probed (not a trace's arrivals)
             probed = sorted({p["load"] for p in run.search["probes"]}) if run.search else config.rates
             meta["simulator"]["open_loop"] = [
                 run.sim.truth(

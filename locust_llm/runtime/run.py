@@ -119,6 +119,7 @@ class LLMRun:
         proxy = self.proxy(host)  # a malformed *_PROXY variable stops the run here, not in every user
         self.config = config
         self.model = config.model or self.model
+        self.collector.trace_rate_req_s = config.trace.rate_req_s if config.trace else None
         self.recorder.configure(config.sla, config.itl_events, self.fast_path)
         if proxy is not None and self.role != "worker":
             logger.info(
@@ -175,6 +176,8 @@ class LLMRun:
         self.collector.begin_step(step, users, int(warmup_s * 1e9), rate, users if rate is not None else 1)
         self.collector.health[step].carryover = carryover
         load = f"{users} users" if rate is None else f"{rate:g} requests/s from {users} generator process(es)"
+        if rate is not None and config.trace is not None:
+            load = f"speed {rate / config.trace.rate_req_s:g}x of the trace: {load}"
         self.progress.step_began(step, total, load, duration, warmup_s, note)
 
     def rest(self, step: int, processes: int, reason: str) -> None:

@@ -276,6 +276,8 @@ class BatchingEngine:
                 seq.prefilled = True
                 if seq.req.prefix_key is not None and seq.req.prefix_tokens > 0:
                     self.prefix.insert(seq.req.prefix_key, seq.req.prefix_tokens, end)
+                for key, tokens in seq.req.inserts:  # every prefix, as vLLM caches every full block
+                    self.prefix.insert(key, tokens, end)
         append = out.append
         for group in (step.decode, step.prefill):
             for seq in group:

@@ -33,6 +33,7 @@ class SeqRequest:
     prefix_key: str | None = None
     prefix_tokens: int = 0
     lookups: tuple[tuple[str, int], ...] = ()
+    inserts: tuple[tuple[str, int], ...] = ()  # once prefilled, every prefix enters the cache (its own tokens each)
 
 
 class Emission(NamedTuple):

@@ -41,6 +41,7 @@ class ChatRequest:
     prefix_tokens: int
     lookups: tuple[tuple[str, int], ...] = ()
     history: tuple[str, int] | None = None  # (key, tokens) of the whole request, in auto mode
+    inserts: tuple[tuple[str, int], ...] = ()  # auto mode: every message boundary's key, with its message's tokens
 
 
 def parse_chat_request(raw: bytes, contexts: Mapping[str, int], prefix_mode: str = "auto") -> ChatRequest:
@@ -101,4 +102,5 @@ def parse_chat_request(raw: bytes, contexts: Mapping[str, int], prefix_mode: str
         prefix_tokens,
         lookups,
         (keys[-1], tokens[-1]),
+        tuple((key, message_tokens(m)) for key, m in zip(keys, messages, strict=True)),
     )

@@ -158,7 +158,9 @@ class SimServer:
         loop = asyncio.get_running_loop()
         seq_id = next(self._seq)
         output = runtime.output_tokens(seq_id, chat.max_tokens)
-        seq = SeqRequest(seq_id, chat.prompt_tokens, output, chat.prefix_key, chat.prefix_tokens, chat.lookups)
+        seq = SeqRequest(
+            seq_id, chat.prompt_tokens, output, chat.prefix_key, chat.prefix_tokens, chat.lookups, chat.inserts
+        )
         replica = runtime.pick()
         close = fault == "close" or self.config.close_after_response
         if not chat.stream:

@@ -1,10 +1,8 @@
 """What the simulator should show: the analytic steady state, and exact replays of the pure engine.
 
-Under ``U`` closed-loop users with prompts of ``P`` tokens and ``N`` output tokens: the knee ``S = min(max_batch,
-floor(usable_blocks / B))`` with ``B`` a sequence's mean blocks over its life; below it ``ITL = T(b)``, ``TTFT = 2 *
-T(b)`` with ``b = U * N / (N + 1)``; above it ``TTFT = U * N * T(S) / S - (N - 1) * T(S)`` (Little's law); throughput
-``b / T(b)``, plateauing at ``S / T(S)``. :func:`replay_closed_loop` and :func:`replay_open_loop` run the engine
-against simulated clients, exact for the engine. docs/simulator.md, "The analytic truth".
+The analytic model (the knee ``S``, TTFT and ITL below and above it by Little's law, the throughput plateau) is
+stated in docs/simulator.md, "The analytic truth"; :func:`replay_closed_loop` and :func:`replay_open_loop` run the
+engine against simulated clients, exact for the engine.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Open loop (``--rates``): one user per generator process sends its share of each step's arrivals on schedule.
+"""Open loop (``--rates``, ``--trace``): one user per generator process sends its share of each step's arrivals on
+schedule (a trace's: its own times at the step's speed, its entries split among the processes by index).
 
 Each arrival, due at its scheduled time (its intended start), makes a client request through the user's flow in a
 greenlet of its own. An arrival that finds this process's share of ``--max-in-flight`` in flight is dropped and
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Iterator
 from math import ceil
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +44,7 @@ class OpenLoop:
         """Send the arrivals of each step in turn; return once the shape has ended and the drain is over."""
         collector = self.llm.collector
         while True:
-            if collector.ended_ns is not None or self.llm.fatal_message:
+            if collector.timeline.ended_ns is not None or self.llm.fatal_message:  # a worker's end: its timeline's
                 self.group.join(timeout=self.config.request_timeout_s)
                 gevent.sleep(1.0)
                 return
@@ -61,27 +63,39 @@ class OpenLoop:
         config, timeline = self.config, self.llm.collector.timeline
         rate, offset = share(mark.rate, mark.processes, self.index)
         cap = ceil(config.max_in_flight / mark.processes)
-        rng = random.Random(f"{config.seed}:{self.index}:{mark.step}" if config.seed is not None else None)
-        for t_s in config.arrivals.times_s(rate, rng, offset):
+        trace = config.trace
+        arrivals: Iterator[tuple[float, int | None]]
+        if trace is not None:  # the trace's own times at the step's speed; this process's share of its entries
+            speed = mark.rate / trace.rate_req_s
+            arrivals = trace.schedule(speed, self.index, mark.processes, config.trace_offset_s)
+        else:
+            rng = random.Random(f"{config.seed}:{self.index}:{mark.step}" if config.seed is not None else None)
+            arrivals = ((t, None) for t in config.arrivals.times_s(rate, rng, offset))
+        for t_s, entry in arrivals:
             at = mark.began_ns + int(t_s * 1e9)
             wait = at - time.perf_counter_ns()
             if wait > 0:
                 gevent.sleep(wait / 1e9)
-            if timeline.current is not mark or self.llm.collector.ended_ns is not None:
+            if timeline.current is not mark or timeline.ended_ns is not None:
                 return  # the step changed (or the shape ended) while waiting: this arrival was not its
-            self._arrive(at, cap)
+            self._arrive(at, cap, entry)
 
-    def _arrive(self, at_ns: int, cap: int) -> None:
+    def _arrive(self, at_ns: int, cap: int, entry: int | None) -> None:
         llm = self.llm
         dropped = self.in_flight >= cap
         llm.recorder.record_arrival(llm.model, self.in_flight, dropped, at_ns)
         if not dropped:
             self.in_flight += 1
-            self.group.spawn(self._request, at_ns)
+            self.group.spawn(self._request, at_ns, entry)
 
-    def _request(self, at_ns: int) -> Any:
+    def _request(self, at_ns: int, entry: int | None) -> Any:
         try:
-            messages, max_tokens = self.workload.messages(self.rng)
-            return self.flow.request(self.llm.model, messages, max_tokens, at_ns)
+            trace = self.config.trace
+            if trace is None or entry is None:
+                messages, max_tokens = self.workload.messages(self.rng)
+                return self.flow.request(self.llm.model, messages, max_tokens, at_ns)
+            spec = trace.entries[entry]
+            max_tokens = spec.output_length or self.workload.max_tokens.draw(self.rng)
+            return self.flow.request(spec.model or self.llm.model, trace.messages(entry), max_tokens, at_ns)
         finally:
             self.in_flight -= 1

@@ -254,3 +254,47 @@ def test_a_plan_larger_than_the_fleet_is_refused_naming_both_numbers():
     assert "--search-max-users reaches 4096 users" in searching.fleet_error(8)
     open_loop = RunConfig.from_options(options(rates="100", max_users_per_worker="1"))
     assert open_loop.fleet_error(1) is None  # generator processes are not users
+
+
+def trace_file(tmp_path, n=10, gap_ms=250):
+    path = tmp_path / "t.jsonl"
+    path.write_text("".join(f'{{"timestamp": {i * gap_ms}, "input_length": 64}}\n' for i in range(n)))
+    return str(path)
+
+
+def test_a_trace_is_replayed_at_its_speeds_as_open_loop_rates(tmp_path):
+    config = RunConfig.from_options(options(trace=trace_file(tmp_path), trace_speeds="0.5,1,2"))
+    assert config.open_loop and config.rates == pytest.approx((2.0, 4.0, 8.0))  # 10 requests each 250 ms: 4 req/s
+    assert config.settings()["trace"]["rate_req_s"] == pytest.approx(4.0)
+    assert config.settings()["trace"]["speeds"] == [0.5, 1.0, 2.0]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"rates": "2,4"}, "--trace replays at --trace-speeds, which excludes --rates"),
+        ({"steps": "8,16"}, "--trace replays at --trace-speeds, which excludes --steps"),
+        ({"trace_offset": "10s"}, "--trace-offset must lie inside the trace (2.5 s long), got 10 s"),
+        ({"trace_offset": "-1s"}, "--trace-offset must be a duration >= 0"),
+        ({"trace_speeds": "2,1"}, "--trace-speeds must be strictly increasing"),
+        ({"search": "knee", "trace_speeds": "1,2"}, "--search starts from one load: give --trace-speeds a single"),
+    ],
+)
+def test_a_trace_with_conflicting_flags_is_one_line_naming_both(tmp_path, overrides, message):
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        RunConfig.from_options(options(trace=trace_file(tmp_path), **overrides))
+
+
+def test_a_bad_trace_line_stops_the_configuration(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"timestamp": 0, "input_length": 5}\n{"timestamp": 1}\n')
+    with pytest.raises(ConfigError, match=re.escape(f"{path}:2: needs input_length, text_input or messages")):
+        RunConfig.from_options(options(trace=str(path)))
+
+
+@pytest.mark.parametrize(("dest", "flag"), [("prompts", "--prompts"), ("input_tokens", "--input-tokens")])
+def test_a_trace_brings_its_own_prompts(tmp_path, dest, flag):
+    (tmp_path / "prompts.txt").write_text("a prompt\n")
+    value = str(tmp_path / "prompts.txt") if dest == "prompts" else "512"
+    with pytest.raises(ConfigError, match=f"--trace supplies the prompts, which excludes {flag}"):
+        RunConfig.from_options(options(trace=trace_file(tmp_path), **{dest: value}))

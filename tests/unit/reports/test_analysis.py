@@ -238,3 +238,13 @@ def test_a_backlog_that_keeps_growing_is_falling_behind_though_most_arrivals_wer
     assert analyze("m", steps).as_dict()["recommended_rate_req_s"] == 4
     steps[1].update(backlog_growth=13)  # within 3 sigma of a stable queue of 11: noise
     assert rate_saturation(steps)[0] == 6
+
+
+def test_behind_already_at_the_lowest_rate_recommends_no_rate_whatever_the_429s_say():
+    """A server behind at 2.2 req/s (25 of 66 served) that answers 429 from 8.7: the step below the provider cap is
+    no rate to recommend, for it was not kept up with."""
+    steps = rate_steps([2.2, 8.7], [25, 40], [10000, 17000])
+    steps[1].update(status_429=300, requests=340, errors=300)
+    out = analyze("m", steps).as_dict()
+    assert out["recommended_rate_req_s"] == 0
+    assert out["recommended_reason"].startswith("no offered rate was kept up with: already behind at the lowest")

@@ -1,0 +1,117 @@
+"""Traces: Mooncake lines read or refused line by line, replayed at a speed, split across processes, and prompts
+built block by block whose shared leading blocks are the same bytes."""
+
+import itertools
+import json
+import statistics
+
+import pytest
+
+from locust_llm.protocol.tokens import estimate_prompt_tokens
+from locust_llm.workload.trace import Trace, TraceEntry, TraceError, load_trace, synth
+
+
+def write(tmp_path, *lines):
+    path = tmp_path / "trace.jsonl"
+    path.write_text("\n".join(line if isinstance(line, str) else json.dumps(line) for line in lines) + "\n")
+    return path
+
+
+def test_the_mooncake_format_is_read_as_it_is(tmp_path):
+    path = write(
+        tmp_path,
+        {"timestamp": 0, "input_length": 6755, "output_length": 500, "hash_ids": [46, 47, 48]},
+        {"timestamp": 27, "input_length": 100, "output_length": 3},
+        "",
+        {"timestamp": 27, "text_input": "hello", "model": "m2"},
+        {"timestamp": 40, "messages": [{"role": "user", "content": "hi"}]},
+    )
+    trace = load_trace(path)
+    assert [e.t_s for e in trace.entries] == [0.0, 0.027, 0.027, 0.04]
+    assert trace.entries[0] == TraceEntry(0.0, 6755, None, 500, (46, 47, 48), None)
+    assert trace.entries[2].messages == ({"role": "user", "content": "hello"},) and trace.entries[2].model == "m2"
+    assert trace.messages(3) == [{"role": "user", "content": "hi"}]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("not json", "trace.jsonl:2: not a JSON object"),
+        ({"input_length": 5}, "trace.jsonl:2: timestamp must be a number of ms >= 0, got None"),
+        ({"timestamp": -1, "input_length": 5}, "trace.jsonl:2: timestamp must be a number of ms >= 0, got -1"),
+        ({"timestamp": 5}, "trace.jsonl:2: needs input_length, text_input or messages (none given)"),
+        ({"timestamp": 5, "input_length": -3}, "trace.jsonl:2: input_length must be a whole number of tokens >= 1"),
+        ({"timestamp": 5, "input_length": 9, "output_length": 0}, "trace.jsonl:2: output_length must be a whole"),
+        ({"timestamp": 5, "input_length": 9, "hash_ids": "ab"}, "trace.jsonl:2: hash_ids must be a list of whole"),
+        ({"timestamp": 5, "messages": [{"content": "x"}]}, "trace.jsonl:2: messages must be a non-empty list"),
+        ({"timestamp": 0.5, "input_length": 9}, "trace.jsonl:2: timestamp goes backwards (0.5 ms after 10 ms)"),
+    ],
+)
+def test_a_line_that_cannot_be_used_is_named_with_its_field(tmp_path, line, message):
+    path = write(tmp_path, {"timestamp": 10, "input_length": 9}, line)
+    with pytest.raises(TraceError) as caught:
+        load_trace(path)
+    assert message in str(caught.value) and str(path) in str(caught.value) and "\n" not in str(caught.value)
+
+
+def test_an_empty_or_missing_file_is_refused(tmp_path):
+    with pytest.raises(TraceError, match="holds no request"):
+        load_trace(write(tmp_path, ""))
+    with pytest.raises(TraceError, match="cannot be read"):
+        load_trace(tmp_path / "absent.jsonl")
+
+
+def constant(n, rate):
+    return Trace("c", tuple(TraceEntry(i / rate, 64) for i in range(n)))
+
+
+def test_a_constant_trace_has_its_rate_and_repeats_after_one_mean_gap():
+    trace = constant(10, 4.0)
+    assert trace.period_s == pytest.approx(2.5) and trace.rate_req_s == pytest.approx(4.0)
+
+
+def test_a_speed_divides_the_times_and_a_short_trace_wraps_around():
+    trace = constant(4, 2.0)  # 0, 0.5, 1, 1.5 s; a 2 s period
+    assert [(round(t, 6), i) for t, i in trace.schedule(2.0, duration_s=2.0)] == [
+        (0.0, 0), (0.25, 1), (0.5, 2), (0.75, 3), (1.0, 0), (1.25, 1), (1.5, 2), (1.75, 3)
+    ]  # fmt: skip
+    offset = list(trace.schedule(1.0, offset_s=1.0, duration_s=2.0))
+    assert [(round(t, 6), i) for t, i in offset] == [(0.0, 2), (0.5, 3), (1.0, 0), (1.5, 1)]
+    assert "wraps around" in trace.describe((1, 4), 1.0) and "speed 4" in trace.describe((1, 4), 1.0)
+
+
+def test_processes_split_the_entries_so_that_each_is_sent_once_per_pass():
+    trace = constant(7, 1.0)
+    parts = [list(trace.schedule(1.0, index, 3, duration_s=14.0)) for index in range(3)]
+    sent = sorted(i for part in parts for _, i in part)
+    assert sent == sorted(list(range(7)) * 2)
+    assert list(trace.schedule(1.0, 9, 10, duration_s=5.0)) == []  # more processes than entries: nothing, no hang
+
+
+def test_prompts_from_hash_ids_share_their_leading_blocks_byte_for_byte_and_have_their_length():
+    trace = Trace(
+        "h",
+        (
+            TraceEntry(0.0, 200, hash_ids=(7, 8, 9)),
+            TraceEntry(1.0, 150, hash_ids=(7, 8, 10)),
+            TraceEntry(2.0, 150, hash_ids=(11, 8, 10)),
+            TraceEntry(3.0, 30),
+        ),
+        block_tokens=64,
+    )
+    prompts = [trace.messages(i) for i in range(4)]
+    assert [estimate_prompt_tokens(p) for p in prompts] == [200, 150, 150, 30]
+    assert prompts[0][:2] == prompts[1][:2] and prompts[0][2] != prompts[1][2]  # 7, 8 shared; then their own
+    assert prompts[2][0] != prompts[0][0]  # another first block: nothing shared, even though 8 follows
+    assert trace.messages(1) == prompts[1]  # the same entry, the same bytes
+
+
+def test_a_synthetic_trace_has_its_mean_rate_and_burstiness():
+    for cv in (0.0, 1.0, 2.0):
+        lines = list(synth(rate=5.0, minutes=20, cv=cv, prefix_share=0.5, seed=3))
+        times = [line["timestamp"] / 1000 for line in lines]
+        gaps = [b - a for a, b in itertools.pairwise(times)]
+        assert len(lines) / (20 * 60) == pytest.approx(5.0, rel=0.1)
+        assert statistics.pstdev(gaps) / statistics.mean(gaps) == pytest.approx(cv, abs=0.15)
+        assert all(line["input_length"] + line["output_length"] <= 2048 for line in lines)
+    assert list(synth(2, 1, 1, 0.5, seed=9)) == list(synth(2, 1, 1, 0.5, seed=9))
