@@ -55,11 +55,13 @@ def plain_run(out):
 
 @pytest.fixture(scope="module")
 def first(tmp_path_factory):
-    """At once: the baseline run and a plain locustfile's run (light loads: 8 users at most)."""
+    """At once: the baseline run, a plain locustfile's run and a run given a bad baseline (light loads: 8 users at
+    most)."""
     return at_once(
         {
             "baseline": lambda: baseline_run(tmp_path_factory.mktemp("baseline")),
             "plain": lambda: plain_run(tmp_path_factory.mktemp("plain")),
+            "bad-baseline": lambda: bad_baseline_run(tmp_path_factory.mktemp("bad-baseline")),
         }
     )
 
@@ -113,12 +115,16 @@ def test_baseline_gate_sets_the_exit_code(gates):
     assert "REGRESSION" in proc.stdout and re.search(r"ttft_p90_ms .* REGRESSION", proc.stdout)
 
 
-def test_bad_baseline_exits_2(tmp_path):
-    (tmp_path / "bad.json").write_text("{")
+def bad_baseline_run(out):
+    (out / "bad.json").write_text("{")
     one_step = ("--headless", "--steps", "2", "--step-duration", "3s", "--warmup", "1s", "--max-tokens", "8")
-    proc = run_locust(*one_step, "--csv", str(tmp_path / "run"), "--baseline", str(tmp_path / "bad.json"), cwd=tmp_path)
+    return run_locust(*one_step, "--csv", str(out / "run"), "--baseline", str(out / "bad.json"), cwd=out), out
+
+
+def test_bad_baseline_exits_2(first):
+    proc, out = first["bad-baseline"]
     assert proc.returncode == 2 and "is not valid JSON" in proc.stdout
-    assert Path(tmp_path / "run_llm_steps.csv").exists()  # what was measured is kept
+    assert Path(out / "run_llm_steps.csv").exists()  # what was measured is kept
 
 
 def test_plain_locust_csvs_of_any_locustfile_give_an_approximate_report(first):

@@ -44,7 +44,7 @@ def run(out, *plan):
 def runs(tmp_path_factory):
     """The sweep and the search at once, each with its own simulator (light loads: under 32 users)."""
     sweep_args = ("--steps", ",".join(map(str, STEPS)))
-    search_args = ("--steps", "2", "--search", "knee", "--search-min-requests", "100")
+    search_args = ("--steps", "4", "--search", "knee", "--search-min-requests", "100")
     return at_once(
         {
             "sweep": lambda: run(tmp_path_factory.mktemp("knee"), *sweep_args),
@@ -108,9 +108,9 @@ def test_reported_knee_brackets_the_simulators_analytic_capacity(summary):
 
 
 def test_the_knee_search_lands_inside_the_sweeps_bracket(runs, summary):
-    """The search doubles from 2 users while each doubling's TTFT p99 grows less than its stated factor, then
+    """The search doubles from 4 users while each doubling's TTFT p99 grows less than its stated factor, then
     bisects the doubling where it jumped (locust_llm/shapes/criteria.py): it answers inside the sweep's bracket,
-    not at the first modest rise (a TTFT p99 that grows from 2 to 4 users as requests wait for a decode step)."""
+    not at the first modest rise (a TTFT p99 that grows from 4 to 8 users as more requests share a decode step)."""
     searched = json.loads((runs["search"] / "report" / "summary.json").read_text())
     low, high = summary["knee"]["latency_knee_bracket"]
     assert searched["search"]["complete"], searched["search"]["reason"]

@@ -12,7 +12,7 @@ class Plain(FastHttpUser):
 
 
 class Steps(LoadTestShape):
-    steps = ((2, 12), (6, 24))
+    steps = ((2, 8), (6, 16))
 
     def tick(self):
         t = self.get_run_time()

@@ -298,3 +298,8 @@ def test_a_trace_brings_its_own_prompts(tmp_path, dest, flag):
     value = str(tmp_path / "prompts.txt") if dest == "prompts" else "512"
     with pytest.raises(ConfigError, match=f"--trace supplies the prompts, which excludes {flag}"):
         RunConfig.from_options(options(trace=trace_file(tmp_path), **{dest: value}))
+
+
+def test_a_search_over_a_trace_starts_from_its_one_speed_as_a_rate(tmp_path):
+    config = RunConfig.from_options(options(trace=trace_file(tmp_path), trace_speeds="2", search="knee"))
+    assert config.search is not None and config.rates == pytest.approx((8.0,))  # the search's start: 2 x 4 req/s
