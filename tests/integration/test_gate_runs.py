@@ -52,9 +52,16 @@ def runs(tmp_path_factory):
             steps, same, loss = PRESETS[preset]
             for name, args in (("baseline", same), ("same", same), ("loss", loss)):
                 jobs[preset, name] = partial(sweep, tmp_path_factory.mktemp(f"{preset}-{name}"), steps, args)
+        if batch == ("grok-like",):  # the default server with twice its KV cache rides along with grok-like's
+            jobs["default", "doubled"] = partial(sweep, tmp_path_factory.mktemp("default-doubled"), *DOUBLED)
         for (preset, name), summary in at_once(jobs).items():
             made[preset][name] = summary
     return made
+
+
+# The default server with twice its KV cache (176 -> 352 blocks): its knee doubles (~34 -> ~68 users), so its sweep
+# goes to 128; the per-key cap of 100 concurrent requests is lifted, or its 429s would be the wall at 128
+DOUBLED = (("--steps", "16,32,64,128", "--max-tokens", "64"), "--kv-blocks 352 --max-concurrent-per-key 1000")
 
 
 # Two runs of one simulator on a shared 2-core CI machine (pytest, the simulator and Locust on two cores) differ by
@@ -136,3 +143,13 @@ def test_the_scraped_kv_usage_is_the_simulators_and_the_wall_moves_with_the_cach
                 assert row["server_kv_usage_max"] >= 0.9 and row["server_waiting_p50"] > 1, row
     base, cut = (json.loads(runs["default"][k].read_text()) for k in ("baseline", "loss"))
     assert cut["knee"]["recommended_users"] <= base["knee"]["recommended_users"]
+
+
+def test_a_doubled_kv_cache_moves_the_knee_up_and_the_wall_stays_kv_cache(runs):
+    """The knee and the wall move together: twice the cache, twice the simulator's own knee, a higher measured
+    knee, and still KV-cache memory the wall (a third less cache: test above, the knee falls)."""
+    base, doubled = (json.loads(runs["default"][k].read_text()) for k in ("baseline", "doubled"))
+    truth = [s["run"]["simulator"]["saturation_users"] for s in (base, doubled)]
+    assert truth[1] >= 1.8 * truth[0], truth
+    assert doubled["knee"]["recommended_users"] > base["knee"]["recommended_users"], (doubled["knee"], base["knee"])
+    assert doubled["diagnosis"]["wall"] == "kv_cache", doubled["diagnosis"]
