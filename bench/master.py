@@ -35,8 +35,6 @@ from typing import Any
 import msgpack
 from _common import ROOT, table
 from _verdict import SINGLE_RUN_NOISE
-from locust.event import Events
-from locust.stats import RequestStats, setup_distributed_stats_event_listeners
 
 from locust_llm.measure.health import Validity
 from locust_llm.runtime.collector import REPORT_KEY, Collector
@@ -169,7 +167,11 @@ def feed(workers: int, reports: list[dict[str, Any]], packed: list[bytes]) -> di
 
 
 def reference(workers: int, reports: list[dict[str, Any]], packed_locust: list[bytes]) -> float:
-    """Locust's own master work on the same reports' statistics part: CPU ms per report."""
+    """Locust's own master work on the same reports' statistics part: CPU ms per report. (Locust is imported here:
+    importing it patches the standard library, which the bench's own tests do not want.)"""
+    from locust.event import Events
+    from locust.stats import RequestStats, setup_distributed_stats_event_listeners
+
     events, stats = Events(), RequestStats()
     setup_distributed_stats_event_listeners(events, stats)
     t0 = time.process_time()
