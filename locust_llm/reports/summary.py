@@ -66,9 +66,14 @@ def by_load(summary: dict[str, Any]) -> dict[str, Any]:
 
 
 def load_text(summary: dict[str, Any], value: float | None) -> str:
-    """A load in ``summary``'s unit: ``32 users`` or ``6 req/s``."""
-    unit = "req/s" if summary.get("mode") == "rate" else "users"
-    return f"{value:g} {unit}" if value is not None else "none"
+    """A load in ``summary``'s unit: ``32 users`` or ``6 req/s``; a replayed trace's rate also as its speed,
+    ``8.725 req/s (4x your traffic)``."""
+    if value is None:
+        return "none"
+    if summary.get("mode") != "rate":
+        return f"{value:g} users"
+    rate = (summary.get("knee") or {}).get("trace_rate_req_s")
+    return f"{value:.4g} req/s ({value / rate:.3g}x your traffic)" if rate and value else f"{value:g} req/s"
 
 
 def search_text(search: dict[str, Any]) -> str:

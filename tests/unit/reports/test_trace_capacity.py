@@ -1,6 +1,6 @@
 """A replayed trace's capacity in multiples of it: each rate over the trace's own, and the printed line."""
 
-from locust_llm.reports.summary import trace_capacity, trace_text
+from locust_llm.reports.summary import load_text, trace_capacity, trace_text
 
 TRACE = {"rate_req_s": 4.0}
 ANALYSIS = {
@@ -49,3 +49,9 @@ def test_a_search_that_decided_nothing_says_it_is_not_known():
 def test_without_a_trace_nothing_is_added():
     assert trace_capacity(ANALYSIS, None, sla_given=True) == {}
     assert trace_text(summary({"latency_knee_rate_req_s": 1.0})) is None
+
+
+def test_a_traces_rates_read_as_multiples_of_it_too():
+    traced = {"mode": "rate", "knee": {"trace_rate_req_s": 2.18119}}
+    assert load_text(traced, 8.72476) == "8.725 req/s (4x your traffic)"
+    assert load_text({"mode": "rate", "knee": {}}, 6) == "6 req/s" and load_text({"mode": "users"}, 32) == "32 users"
