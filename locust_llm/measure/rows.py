@@ -99,6 +99,7 @@ class StepRow(TypedDict):
     no_done: int
     offered_req_s: float | None
     speed: float | None
+    arrivals: int | None
     served_req_s: float | None
     in_flight_p50: float | None
     in_flight_max: float | None
@@ -256,6 +257,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "no_done": c["no_done"],
         "offered_req_s": window.rate,
         "speed": window.speed,
+        "arrivals": None if window.rate is None else c["arrivals"],
         "served_req_s": None if window.rate is None else _rate(c["client_ok"], d),
         "in_flight_p50": _in_flight(stats, 0.5),
         "in_flight_max": _in_flight(stats, 1.0),

@@ -105,7 +105,8 @@ def rate_saturation(steps: Sequence[StepRow]) -> tuple[float | None, str]:
     kept: float | None = None
     for step in steps:
         offered, duration = step.get("offered_req_s") or 0.0, step.get("duration_s") or 0.0
-        expected = offered * duration
+        arrivals = step.get("arrivals")  # those that came in the window: a trace's part of it, not its mean rate
+        expected = float(arrivals) if arrivals is not None else offered * duration
         served = step.get("client_ok") or 0
         shortfall = expected - served
         dropped = step.get("dropped") or 0

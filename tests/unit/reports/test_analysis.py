@@ -248,3 +248,13 @@ def test_behind_already_at_the_lowest_rate_recommends_no_rate_whatever_the_429s_
     out = analyze("m", steps).as_dict()
     assert out["recommended_rate_req_s"] == 0
     assert out["recommended_reason"].startswith("no offered rate was kept up with: already behind at the lowest")
+
+
+def test_the_arrivals_a_window_held_are_what_it_must_serve_not_the_mean_rate():
+    """A trace replayed in part: its first 30 s at speed 1 held 30 arrivals, not the 60 its mean 2 req/s would give;
+    serving all 30 is keeping up. Without the count (an older CSV), the offered rate stands in."""
+    steps = rate_steps([2, 4], [30, 118], [100, 120])
+    steps[0]["arrivals"], steps[1]["arrivals"] = 30, 120
+    assert rate_saturation(steps) == (None, "kept up with every offered rate, up to 4 req/s")
+    del steps[0]["arrivals"]
+    assert rate_saturation(steps)[1].startswith("already behind at the lowest rate, 2 req/s (30 served of 60")
