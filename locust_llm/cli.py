@@ -11,6 +11,7 @@ import json
 import math
 import sys
 import textwrap
+from typing import Any
 
 from locust_llm import __version__
 from locust_llm.config.flags import FLAGS, GATE_FLAGS, GROUPS, REPORT_FLAGS, Flag, add_arguments, parse_flags
@@ -57,16 +58,26 @@ def cmd_report(args: argparse.Namespace) -> int:
     return outcome.exit_code
 
 
+def _chain(summary: dict[str, Any]) -> bool:
+    """Whether a run went through a chain of routes (``--routes`` with more than one route)."""
+    routes = summary.get("routes") or {}
+    return len(routes.get("routes") or []) > 1
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
+    from locust_llm.reports.chain import chain_text
     from locust_llm.reports.compare import GateInputError, InvalidRunError
     from locust_llm.reports.make import gate, read_summary
     from locust_llm.reports.verdict import EXIT_INVALID
 
     try:
         thresholds = thresholds_from(parse_flags(args, GATE_FLAGS))
-        outcome = gate(
-            read_summary(args.baseline, "the baseline"), read_summary(args.current, "the current run"), thresholds
-        )
+        baseline, current = read_summary(args.baseline, "the baseline"), read_summary(args.current, "the current run")
+        if _chain(current) and not _chain(baseline):  # the primary alone against the chain: no gate
+            lines = chain_text(baseline, current)
+            print("\n".join(["locust-llm compare: the primary alone (baseline) against the chain (current)", *lines]))
+            return 0
+        outcome = gate(baseline, current, thresholds)
     except InvalidRunError as exc:
         print(f"locust-llm compare: {exc}", file=sys.stderr)
         return EXIT_INVALID
@@ -204,7 +215,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_arguments(report, REPORT_FLAGS + GATE_FLAGS, "SLA, prices and gate")
     report.set_defaults(func=cmd_report)
 
-    compare = sub.add_parser("compare", help="Regression gate between two summary.json files (exit 1 on regression).")
+    compare = sub.add_parser(
+        "compare",
+        help="Regression gate between two summary.json files (exit 1 on regression); a --routes run against its "
+        "primary alone: what the chain did.",
+    )
     compare.add_argument("baseline", help="The baseline summary.json.")
     compare.add_argument("current", help="The summary.json of the run to judge.")
     add_arguments(compare, GATE_FLAGS, "gate thresholds")

@@ -56,7 +56,15 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
         runner.register_message(FATAL_MESSAGE, run.on_fatal_message)
     try:
         config = RunConfig.from_options(environment.parsed_options)
-        if not environment.host:
+        if config.routes is not None:
+            if environment.host:
+                raise ConfigError(
+                    f"--routes gives each route its own base_url, which excludes --host (got both: --routes "
+                    f"{config.routes.path} and --host {environment.host})"
+                )
+            environment.host = config.routes[config.primary_route or ""].base_url  # Locust's users need a host
+            logger.info("locust-llm: routes %s from %s", ", ".join(config.routes.names), config.routes.path)
+        elif not environment.host:
             _start_embedded_sim(run, config)
         config = run.configure()
         if run.role == "master":

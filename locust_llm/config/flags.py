@@ -248,6 +248,25 @@ FLAGS: tuple[Flag, ...] = (
         web_ui=False,
     ),
     Flag(
+        "--routes",
+        None,
+        "TOML file of routes (each its base_url, model, key variable, prices) and their fallback/hedge policy; "
+        "replaces --host, --model, --api-key.",
+        "LOCUST_LLM_ROUTES",
+        group="endpoint",
+        web_ui=False,
+    ),
+    Flag(
+        "--routes-allow-down",
+        None,
+        "With --routes: a route whose preflight fails systematically (401, 404, DNS, TLS) is dropped with a warning "
+        "instead of stopping the run.",
+        "LOCUST_LLM_ROUTES_ALLOW_DOWN",
+        group="endpoint",
+        web_ui=False,
+        switch=True,
+    ),
+    Flag(
         "--allow-new-host",
         None,
         "With a key set, let a start from the web UI name another host than the one the "

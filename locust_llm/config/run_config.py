@@ -8,16 +8,19 @@ left out of ``repr`` and :meth:`RunConfig.settings`, and its flag is not shown i
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
 from locust_llm.config.flags import FLAGS, parse_flags
 from locust_llm.config.parsers import ConfigError, Warmup
+from locust_llm.config.routes import Route, Routes, load_routes
 from locust_llm.config.tls import TlsSettings, proxy_secrets, tls_from
 from locust_llm.measure.health import Validity
+from locust_llm.measure.rows import RouteBook
 from locust_llm.measure.sla import Prices, Sla
 from locust_llm.protocol.retry import FlowConfig, RetryPolicy
 from locust_llm.reports.compare import Thresholds
@@ -53,6 +56,8 @@ class RunConfig:
     with :meth:`from_options` (the flag table's defaults) or :meth:`defaults`."""
 
     model: str | None
+    routes: Routes | None  # --routes: every route's endpoint, model, key and prices, and the policy
+    routes_allow_down: bool
     api_key: str | None = field(repr=False)
     max_tokens: Length
     workload: Workload
@@ -94,13 +99,16 @@ class RunConfig:
         v = parse_flags(options, FLAGS)
         sla = sla_from(v)
         trace, speeds = _trace(v)
+        routes = _routes(v)
         return cls(
             model=v["model"],
-            api_key=v["api_key"],
+            routes=routes,
+            routes_allow_down=v["routes_allow_down"],
+            api_key=None if routes else v["api_key"],
             max_tokens=v["max_tokens"],
             workload=workload_from(v),
             seed=v["seed"],
-            flow=flow_from(v),
+            flow=flow_from(v, routes),
             headers=v["header"],
             allow_new_host=v["allow_new_host"],
             tls=tls_from(v["ca_bundle"], v["insecure"]),
@@ -143,6 +151,30 @@ class RunConfig:
         return self.rates is not None
 
     @property
+    def primary_route(self) -> str | None:
+        """With ``--routes``: the primary route of the most weight (the summary's primary series), else None."""
+        if self.routes is None:
+            return None
+        return max(self.routes.policy.primary, key=lambda p: p[1])[0]
+
+    def without_routes(self, names: set[str]) -> RunConfig:
+        """This config less the routes ``names`` (``--routes-allow-down``); the flow follows the policy."""
+        assert self.routes is not None
+        routes = self.routes.without(names)
+        p = routes.policy
+        flow = replace(self.flow, primaries=p.primary, fallbacks=p.fallback, hedge_to=p.hedge_to)
+        return replace(self, routes=routes, flow=flow)
+
+    @cached_property
+    def row_prices(self) -> Prices | RouteBook:
+        """The prices rows are costed at: ``--price-*``; with ``--routes`` each route's own (else ``--price-*``),
+        the rows being per route."""
+        if self.routes is None:
+            return self.prices
+        routes = self.routes.routes
+        return RouteBook({r.name: r.model for r in routes}, {r.name: r.prices or self.prices for r in routes})
+
+    @property
     def validity(self) -> Validity:
         """The limits of a step's validity (see :mod:`locust_llm.measure.health`)."""
         return Validity(self.max_generator_cpu_pct, self.max_sched_lag_ms, self.min_step_requests)
@@ -180,19 +212,25 @@ class RunConfig:
         """Warm-up excluded after each step change of ``step_duration_s`` (default: ``--step-duration``)."""
         return self.warmup.for_step(self.step_duration_s if step_duration_s is None else step_duration_s)
 
-    def request_headers(self, user_agent: str) -> dict[str, str]:
-        """The headers of every request: JSON in, an event stream out, the key, and ``--header``'s."""
+    def request_headers(self, user_agent: str, route: Route | None = None) -> dict[str, str]:
+        """The headers of every request: JSON in, an event stream out, the key, and ``--header``'s; for a route, its
+        own key and headers (and ``--header``'s, never secret with ``--routes``) instead."""
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "User-Agent": user_agent}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
+        api_key = self.api_key if route is None else route.api_key
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
         headers.update(self.headers)
+        if route is not None:
+            headers.update(route.headers)
         return headers
 
     @property
     def credentials(self) -> tuple[str, ...]:
-        """What the endpoint is sent to prove who we are: the key and secret headers' values."""
+        """What the endpoints are sent to prove who we are: the keys and secret headers' values (every route's)."""
         keys = [self.api_key] if self.api_key else []
         keys += [value for name, value in self.headers if is_secret_header(name) and value]
+        if self.routes is not None:
+            keys += self.routes.credentials()
         return tuple(keys)
 
     @cached_property
@@ -205,6 +243,7 @@ class RunConfig:
         """The run's settings for reports and logs: every field except secrets."""
         return {
             "model": self.model,
+            "routes": None if self.routes is None else self.routes.describe(),
             "api_key_set": bool(self.api_key),
             "max_tokens": {"mean": self.max_tokens.mean, "stddev": self.max_tokens.stddev},
             "workload": self.workload.describe(),
@@ -363,14 +402,51 @@ def workload_from(v: Values) -> Workload:
     )
 
 
-def flow_from(v: Values) -> FlowConfig:
+def flow_from(v: Values, routes: Routes | None = None) -> FlowConfig:
+    """The client discipline of ``--retry-policy``, ``--fallback-models`` and their flags; with ``--routes``, its
+    ``[policy]``, each field given there taking the place of its flag."""
     fallbacks = tuple(m.strip() for m in (v["fallback_models"] or "").split(",") if m.strip())
-    hedge = v["hedge_ttft_ms"]
+    hedge, policy_name, fallback_on = v["hedge_ttft_ms"], v["retry_policy"], v["fallback_on"]
+    primaries: tuple[tuple[str, float], ...] = ()
+    causes: frozenset[str] = frozenset()
+    hedge_to = None
+    if routes is not None:
+        p = routes.policy
+        fallbacks, primaries, causes, hedge_to = p.fallback, p.primary, p.fallback_causes, p.hedge_to
+        hedge = hedge if p.hedge_ttft_ms is None else p.hedge_ttft_ms
+        policy_name = p.retry_policy or policy_name
+        fallback_on = fallback_on if p.fallback_on is None else p.fallback_on
     return FlowConfig(
-        policy=RetryPolicy(
-            v["retry_policy"], v["max_retries"], v["backoff_base"], v["backoff_max"], v["max_retry_wait"]
-        ),
+        policy=RetryPolicy(policy_name, v["max_retries"], v["backoff_base"], v["backoff_max"], v["max_retry_wait"]),
         fallbacks=fallbacks,
-        fallback_on=v["fallback_on"],
+        fallback_on=fallback_on,
         hedge_after_s=None if hedge is None else hedge / 1000.0,
+        primaries=primaries,
+        fallback_causes=causes,
+        hedge_to=hedge_to,
     )
+
+
+def _routes(v: Values) -> Routes | None:
+    """``--routes``, which takes the place of ``--model``, ``--api-key``, ``--fallback-models`` and secret
+    ``--header``s (``--host`` is checked where Locust's options are: :mod:`locust_llm.plugin`). ``OPENAI_API_KEY``
+    in the environment is no conflict: a route names it with ``api_key_env`` if it wants it."""
+    if not v["routes"]:
+        if v["routes_allow_down"]:
+            raise ConfigError("--routes-allow-down applies to --routes, got it without --routes")
+        return None
+    given = [
+        ("--model", v["model"]),
+        ("--api-key", v["api_key"] and v["api_key"] != os.environ.get("OPENAI_API_KEY")),
+        ("--fallback-models", v["fallback_models"]),
+        ("a secret --header", any(is_secret_header(name) for name, _ in v["header"])),
+        ("--ca-bundle", v["ca_bundle"]),
+        ("--insecure", v["insecure"]),
+    ]
+    for flag, value in given:
+        if value:
+            raise ConfigError(
+                f"--routes gives each route its own endpoint, model and key, which excludes {flag} (got both: "
+                f"--routes {v['routes']} and {flag}); put it in the routes file"
+            )
+    return load_routes(v["routes"])

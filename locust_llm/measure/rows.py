@@ -20,12 +20,14 @@ from locust_llm.measure.stats import STEADY, StatsTable, StepStats
 __all__ = [
     "COLUMNS",
     "WORKER_COLUMNS",
+    "RouteBook",
     "StepRow",
     "StepWindow",
     "WorkerRow",
     "column_types",
     "format_done",
     "format_table",
+    "series",
     "step_row",
     "step_rows",
     "value",
@@ -42,6 +44,7 @@ class StepRow(TypedDict):
     step: int
     users: int
     model: str
+    route: str
     start_s: float
     duration_s: float
     requests: int
@@ -97,6 +100,9 @@ class StepRow(TypedDict):
     error_backoffs: int
     error_backoff_s: float
     no_done: int
+    served: int
+    route_cooldowns: int
+    extra_cost_usd: float | None
     offered_req_s: float | None
     speed: float | None
     arrivals: int | None
@@ -137,6 +143,19 @@ class WorkerRow(TypedDict):
 
 
 WORKER_COLUMNS: tuple[str, ...] = tuple(WorkerRow.__annotations__)
+
+
+@dataclass(frozen=True)
+class RouteBook:
+    """With ``--routes``: rows are per route (the statistics' key), each with its route's model and prices."""
+
+    models: Mapping[str, str]
+    prices: Mapping[str, Prices]
+
+
+def series(row: Mapping[str, Any]) -> str:
+    """What a row's figures belong to: its route (``--routes``), else its model. Rows are grouped by it."""
+    return str(row.get("route") or row["model"])
 
 
 def value(row: StepRow, column: str) -> Any:
@@ -187,19 +206,29 @@ def _rate(n: int, duration_s: float) -> float:
     return round(n / duration_s, 4) if duration_s > 0 else 0.0
 
 
-def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | None = None) -> StepRow:
-    """The row of ``model`` in ``window`` (formulas in the module docstring)."""
+def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | RouteBook | None = None) -> StepRow:
+    """The row of ``model`` (with a :class:`RouteBook`: of that route) in ``window`` (formulas in the module
+    docstring; ``extra_cost_usd`` is the cost of the tokens of attempts that were another route's fallback or
+    hedge)."""
     c = stats.counts
     d = window.duration_s
-    cost = (
-        round(prices.cost_usd(c["prompt_tokens"], c["completion_tokens"], c["cached_prompt_tokens"]), 6)
-        if prices and prices.given
-        else None
-    )
+    route = ""
+    if isinstance(prices, RouteBook):
+        route, model, prices = model, prices.models.get(model, model), prices.prices.get(model)
+    cost = extra = None
+    if prices and prices.given:
+        cost = round(prices.cost_usd(c["prompt_tokens"], c["completion_tokens"], c["cached_prompt_tokens"]), 6)
+        extra = round(
+            prices.cost_usd(
+                c["secondary_prompt_tokens"], c["secondary_completion_tokens"], c["secondary_cached_tokens"]
+            ),
+            6,
+        )
     row: dict[str, Any] = {
         "step": window.step,
         "users": window.users if window.rate is None else ceil(_in_flight(stats, 0.99) or 0),
         "model": model,
+        "route": route,
         "start_s": round(window.start_s, 3),
         "duration_s": round(d, 3),
         "requests": c["requests"],
@@ -255,6 +284,9 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "error_backoffs": c["error_backoffs"],
         "error_backoff_s": round(c["error_backoff_ms"] / 1000.0, 3),
         "no_done": c["no_done"],
+        "served": c["served"],
+        "route_cooldowns": c["route_cooldowns"],
+        "extra_cost_usd": extra,
         "offered_req_s": window.rate,
         "speed": window.speed,
         "arrivals": None if window.rate is None else c["arrivals"],
@@ -288,7 +320,7 @@ def _server(stats: StepStats) -> dict[str, Any]:
     return out
 
 
-def step_rows(table: StatsTable, windows: list[StepWindow], prices: Prices | None = None) -> list[StepRow]:
+def step_rows(table: StatsTable, windows: list[StepWindow], prices: Prices | RouteBook | None = None) -> list[StepRow]:
     """One row per (step, model) with steady-state samples, in step order; models sorted by name. A step with no
     steady sample at all still has a row (of the first model seen, with zero requests), so its reasons show."""
     by_step = {w.step: w for w in windows}
@@ -301,13 +333,14 @@ def step_rows(table: StatsTable, windows: list[StepWindow], prices: Prices | Non
         rows.append(step_row(by_step[key.step], key.model, stats, prices))
     model = next((key.model for key, _ in table if key.model), "")
     rows += [step_row(w, model, StepStats(), prices) for w in windows if w.step not in seen and w.step > 0]
-    return sorted(rows, key=lambda r: (r["step"], r["model"]))
+    return sorted(rows, key=lambda r: (r["step"], series(r)))
 
 
 _TABLE = (
     ("step", "step", "{}"),
     ("users", "users", "{}"),
     ("model", "model", "{}"),
+    ("route", "route", "{}"),
     ("requests", "requests", "{}"),
     ("errors", "errors", "{}"),
     ("ttft_p50_ms", "TTFT p50 ms", "{:.1f}"),
@@ -331,9 +364,11 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Fixed-width text table of the main columns (open loop: with the offered and completed rates and the dropped
     arrivals, ``users`` being the in-flight p99); ``-`` where a value is missing."""
     table: tuple[tuple[str, str, str], ...] = _TABLE
+    if not any(row.get("route") for row in rows):
+        table = tuple(column for column in table if column[0] != "route")
     if any(row.get("offered_req_s") is not None for row in rows):
         traced = any(row.get("speed") not in (None, "") for row in rows)
-        table = _TABLE[:1] + _OPEN_LOOP_TABLE[0 if traced else 1 :] + _TABLE[1:]
+        table = table[:1] + _OPEN_LOOP_TABLE[0 if traced else 1 :] + table[1:]
     header = [title for _, title, _ in table]
     body = [
         [("-" if row.get(key) is None or row.get(key) == "" else fmt.format(row[key])) for key, _, fmt in table]
@@ -362,6 +397,6 @@ def format_done(row: Mapping[str, Any]) -> str:
     share = int(row.get("status_429") or 0) / requests if requests else 0.0
     validity = "valid" if row.get("valid") in (True, "True") else f"INVALID: {row.get('invalid_reasons')}"
     return (
-        f"{load} ({row['model']}): TTFT p99 {ms('ttft_p99_ms', 1)}, ITL p99 {ms('itl_p99_ms', 2)}, "
+        f"{load} ({series(row)}): TTFT p99 {ms('ttft_p99_ms', 1)}, ITL p99 {ms('itl_p99_ms', 2)}, "
         f"{float(row.get('output_tok_s') or 0.0):,.0f} tok/s, {share:.1%} 429, {validity}"
     )

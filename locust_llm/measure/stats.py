@@ -79,6 +79,13 @@ COUNTERS = (
     "hedge_wins",
     "error_backoffs",
     "error_backoff_ms",
+    # routes (see locust_llm.config.routes): client requests a route served, its cool-downs, and the tokens of
+    # attempts it took as a fallback or hedge of another route's client request (the extra cost)
+    "served",
+    "route_cooldowns",
+    "secondary_prompt_tokens",
+    "secondary_completion_tokens",
+    "secondary_cached_tokens",
     # open loop (see locust_llm.users.open_loop)
     "arrivals",
     "dropped",
@@ -257,6 +264,10 @@ class StatsTable:
             counts["estimated_token_requests"] += 1
         if result.no_done:
             counts["no_done"] += 1
+        if result.secondary:
+            counts["secondary_prompt_tokens"] += result.prompt_tokens
+            counts["secondary_completion_tokens"] += result.completion_tokens
+            counts["secondary_cached_tokens"] += result.cached_tokens
         if result.ratelimit is not None:
             for name, value in zip(RATELIMIT_HISTOGRAMS, result.ratelimit, strict=True):
                 if value is not None:
@@ -298,6 +309,8 @@ class StatsTable:
         stats = self._at(locate, model, final.end_ns)
         stats.counts["client_requests"] += 1
         if final.ok:
+            served = stats if final.model == model else self._at(locate, final.model, final.end_ns)
+            served.counts["served"] += 1
             stats.counts["client_ok"] += 1
             stats.counts["client_good"] += good
             stats.hist["client_ttft"].record(max(0, final.token_ns[0] - intended_ns))

@@ -119,6 +119,7 @@ class RequestResult:
     reply: str = ""  # the answer text, kept only for conversations
     no_done: bool = False  # complete without ``data: [DONE]``: a finish_reason came and the body ended cleanly
     wrote: bool = False  # the request was handed to the kernel: the server may have it, whatever happens next
+    secondary: bool = False  # sent to another model or route than its client request's primary (fallback, hedge)
     ratelimit: tuple[int | None, ...] | None = (
         None  # x-ratelimit-{limit,remaining}-{requests,tokens} (RATELIMIT_HEADERS)
     )

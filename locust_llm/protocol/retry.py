@@ -126,3 +126,9 @@ class FlowConfig:
     fallbacks: tuple[str, ...] = ()
     fallback_on: frozenset[int] = RETRYABLE
     hedge_after_s: float | None = None
+    primaries: tuple[tuple[str, float], ...] = ()
+    """With ``--routes``: the routes a client request starts on, drawn by weight (empty: the user's model)."""
+    fallback_causes: frozenset[str] = frozenset()
+    """Besides statuses, what else sends an attempt to the next route: ``timeout``, ``connect_error``."""
+    hedge_to: str | None = None
+    """The route a hedge goes to (None: the next of the route, as ``--hedge-ttft-ms`` does)."""

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from statistics import NormalDist
 from typing import Any
 
+from locust_llm.measure.rows import series
 from locust_llm.reports.summary import by_load
 
 __all__ = [
@@ -117,7 +118,7 @@ def _capacity(baseline: dict[str, Any], current: dict[str, Any], key: str, t: Th
 
 
 def _steps(summary: dict[str, Any], model: str) -> dict[int, dict[str, Any]]:
-    return {s["users"]: s for s in summary["steps"] if s["model"] == model and s.get("requests")}
+    return {s["users"]: s for s in summary["steps"] if series(s) == model and s.get("requests")}
 
 
 def _continuous(baseline: dict[str, Any], current: dict[str, Any], t: Thresholds) -> list[Check]:

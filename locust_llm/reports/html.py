@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
+from locust_llm.measure.rows import series
 from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.summary import by_load, console_summary
 
@@ -71,9 +72,7 @@ def _users_axis(fig: go.Figure, users: list[int], title: str = "concurrent users
 
 def _series(steps: list[dict[str, Any]], model: str, key: str) -> tuple[list[float], list[Any]]:
     """``key`` against log2(load), one point per load (a search's repeated probe: the last run at it)."""
-    ordered = sorted(
-        (s for s in steps if s["model"] == model and s["users"] > 0), key=lambda s: (s["users"], s["step"])
-    )
+    ordered = sorted((s for s in steps if series(s) == model and s["users"] > 0), key=lambda s: (s["users"], s["step"]))
     rows = list({s["users"]: s for s in ordered}.values())
     return [_x(s["users"]) for s in rows], [s.get(key) for s in rows]
 
@@ -129,7 +128,7 @@ def _throughput_chart(summary: dict[str, Any]) -> go.Figure:
 
 
 def _status_chart(summary: dict[str, Any]) -> go.Figure:
-    rows = sorted((s for s in summary["steps"] if s["model"] == summary["model"]), key=lambda s: s["users"])
+    rows = sorted((s for s in summary["steps"] if series(s) == summary["model"]), key=lambda s: s["users"])
     labels = [f"{s['users']:g}" for s in rows]
     fig = go.Figure()
     for key, name, color in STATUS_COLUMNS:
@@ -296,7 +295,7 @@ def _table(summary: dict[str, Any]) -> str:
     )
     head = "".join(f"<th>{html.escape(t)}</th>" for _, t in columns)
     rows = []
-    for step in sorted(summary["steps"], key=lambda s: (s["model"], s["step"])):
+    for step in sorted(summary["steps"], key=lambda s: (series(s), s["step"])):
         css = ' class="invalid"' if step.get("valid") is False else ""
         rows.append(f"<tr{css}>" + "".join(f"<td>{_cell(step.get(k))}</td>" for k, _ in columns) + "</tr>")
     return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from locust_llm.measure import shards
-from locust_llm.measure.rows import COLUMNS, StepRow, column_types, step_rows
+from locust_llm.measure.rows import COLUMNS, StepRow, column_types, series, step_rows
 from locust_llm.measure.sla import Prices
 from locust_llm.measure.turns import TurnRow, turns_csv_path
 from locust_llm.reports.files import ReportInputError, histograms_path, open_csv, read_json_object
@@ -38,7 +38,8 @@ class LoadedRun:
 
     @property
     def models(self) -> list[str]:
-        return sorted({s["model"] for s in self.steps})
+        """The series the rows belong to: routes with ``--routes``, else models."""
+        return sorted({series(s) for s in self.steps})
 
 
 def _prefix(target: str | Path) -> Path:

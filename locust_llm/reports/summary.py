@@ -12,8 +12,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+from locust_llm.measure.rows import series
 from locust_llm.measure.sla import Prices, Sla
 from locust_llm.reports.analysis import RATE_KEYS, Analysis, analyze
+from locust_llm.reports.chain import route_prices, routes_summary, routes_text
 from locust_llm.reports.diagnosis import diagnose
 from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.load import LoadedRun
@@ -106,9 +108,13 @@ def _decided_steps(search: dict[str, Any]) -> set[int]:
 
 
 def _primary(run: LoadedRun) -> str:
+    """The model with the most requests; with ``--routes`` the primary route of the most weight."""
+    primaries = ((run.run_meta.get("settings") or {}).get("routes") or {}).get("primary") or {}
+    if primaries:
+        return str(max(primaries, key=lambda name: primaries[name]))
     totals: dict[str, int] = {}
     for step in run.steps:
-        totals[step["model"]] = totals.get(step["model"], 0) + (step.get("requests") or 0)
+        totals[series(step)] = totals.get(series(step), 0) + (step.get("requests") or 0)
     return max(sorted(totals), key=lambda m: totals[m])
 
 
@@ -119,12 +125,14 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
     if search is not None and not search.get("reason"):
         search = {**search, "reason": "the run stopped before the search ended", "complete": False}
     primary = _primary(run)
+    settings = run.run_meta.get("settings") or {}
+    own_prices = route_prices(settings)
     analyses: dict[str, Analysis] = {
         model: analyze(
             model,
-            [s for s in run.steps if s["model"] == model],
+            [s for s in run.steps if series(s) == model],
             sla,
-            prices,
+            Prices(**own_prices[model]) if model in own_prices else prices,
             goodput_exact=exact,
             search=search if model == primary else None,
         )
@@ -167,7 +175,8 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
             "search": search is not None,
             **trace_capacity(primary_analysis, (run.run_meta.get("settings") or {}).get("trace"), sla.given),
         },
-        "diagnosis": diagnose([s for s in run.steps if s["model"] == primary], knee_load),
+        "diagnosis": diagnose([s for s in run.steps if series(s) == primary], knee_load),
+        **({"routes": routes_summary(run.steps, settings["routes"], primary)} if settings.get("routes") else {}),
         "analyses": {m: a.as_dict() for m, a in analyses.items()},
         "steps": run.steps,
         **({"search": search} if search is not None else {}),
@@ -218,6 +227,27 @@ def trace_text(summary: dict[str, Any]) -> str | None:
     if multiple < 1:
         return f"  your traffic is past capacity: the endpoint serves only {multiple:g}x of it {within}"
     return f"  your traffic can grow {multiple:g}x (speed) and stay {within}"
+
+
+def _route_lines(summary: dict[str, Any]) -> list[str]:
+    """With ``--routes``: the chain's line (:func:`~locust_llm.reports.routes.routes_text`) and each other route's
+    provider cap and knee."""
+    routes = summary.get("routes")
+    if not routes:
+        return []
+    text = routes_text(routes)
+    lines = [f"  routes: {text}"] if text else []
+    for name in routes["routes"]:
+        a = summary["analyses"].get(name)
+        if a is None or name == summary["model"]:
+            continue
+        cap = a.get("provider_cap_users")
+        knee = a.get("latency_knee_users")
+        lines.append(
+            f"  route {name}: latency knee {load_text(summary, knee)}, "
+            + (f"HTTP 429 from {load_text(summary, cap)}" if cap is not None else "no provider cap seen")
+        )
+    return lines
 
 
 def write_json(summary: dict[str, Any], path: Path) -> None:
@@ -282,6 +312,7 @@ def console_summary(summary: dict[str, Any]) -> str:
     )
     if knee["provider_is_the_wall"]:
         lines.append("  the wall is the provider's rate limit (HTTP 429), not the model: raise the limit or add keys")
+    lines += _route_lines(summary)
     traced = trace_text(summary)
     if traced:
         lines.append(traced)

@@ -1,10 +1,9 @@
 """Capacity over time: one history line per run, and a drift gate for slow change. Pure.
 
-``history.jsonl`` holds one line per run (``locust-llm-history/1``); a directory of kept summaries rebuilds it. For
-each judged metric (capacity, peak tok/s, p99s at each load every run measured) over the last ``window`` valid runs,
-a Theil-Sen line gives the drift across the window in percent of its starting level. A metric drifts when at least
-``MIN_POINTS`` runs have it, the drift is worse than ``max_drift_pct``, and two thirds of the non-zero pairwise slopes
-point the worse way: one bad night never alarms. Exit codes 0, 1, 2.
+``history.jsonl`` holds one line per run (``locust-llm-history/1``). A metric drifts when at least ``MIN_POINTS``
+valid runs have it, its Theil-Sen drift across the window is worse than ``max_drift_pct``, and two thirds of the
+non-zero pairwise slopes point the worse way: one bad night never alarms. docs/methodology.md, "Capacity over time:
+the drift gate".
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from locust_llm.measure.rows import series
 from locust_llm.reports.files import ReportInputError, read_json_object
 
 __all__ = [
@@ -59,7 +59,7 @@ def history_line(summary: Mapping[str, Any], source: str = "") -> dict[str, Any]
         raise ReportInputError(
             f"{source or 'the summary'}: not a locust-llm summary.json (needs model, knee, steps and run.started)"
         )
-    rows = [s for s in summary["steps"] if s.get("model") == model]
+    rows = [s for s in summary["steps"] if s.get("model") and series(s) == model]
     steps = []
     for row in rows:
         requests = row.get("requests") or 0

@@ -18,7 +18,7 @@ import gevent
 
 from locust_llm.measure.health import StepHealth, Validity, invalid_reasons
 from locust_llm.measure.histogram import Histogram
-from locust_llm.measure.rows import StepRow, StepWindow, WorkerRow, step_row, step_rows
+from locust_llm.measure.rows import RouteBook, StepRow, StepWindow, WorkerRow, step_row, step_rows
 from locust_llm.measure.sla import Prices
 from locust_llm.measure.stats import STEADY, WARMUP, StatsKey, StatsTable, StepStats
 from locust_llm.measure.timeline import Timeline
@@ -40,7 +40,7 @@ REPORT_KEY = "locust_llm"
 WORKER_COUNTS = ("requests", "ok", "completion_tokens")  # per worker (_llm_workers.csv); the rest only merged
 
 
-def _step_data(mark: Any, elapsed_ns: int, hold_ns: int) -> dict[str, Any]:
+def _step_data(mark: Any, elapsed_ns: int, holds: dict[str, int], dropped: list[str]) -> dict[str, Any]:
     return {
         "step": mark.step,
         "users": mark.users,
@@ -48,7 +48,8 @@ def _step_data(mark: Any, elapsed_ns: int, hold_ns: int) -> dict[str, Any]:
         "elapsed_ns": elapsed_ns,
         "rate": mark.rate,
         "processes": mark.processes,
-        "hold_ns": hold_ns,
+        "holds": holds,
+        "dropped": dropped,
     }
 
 
@@ -78,9 +79,11 @@ class Collector:
         self.after_sample: Callable[[], None] | None = None  # run once a second after the health sample
         self._greenlet: gevent.Greenlet | None = None
         self.trace_rate_req_s: float | None = None  # a replayed trace's own rate: a step's speed is its rate over it
-        self.hold_until_ns = 0
-        """Before this (local clock) no user sends its first request: a Retry-After the preflight was given. A master
-        passes the time left with each step message."""
+        self.holds: dict[str, int] = {}
+        """Per model (or route): before this (local clock) no user sends its first request there, a Retry-After its
+        preflight was given. A master passes the time left with each step message."""
+        self.dropped_routes: list[str] = []
+        """Routes the preflight found down and ``--routes-allow-down`` dropped; a master passes them on too."""
 
     # -- wiring ------------------------------------------------------------------------------------------------
 
@@ -109,7 +112,8 @@ class Collector:
         self.clear(keep_steps=False)
         self.run = run
         self.began_ns = self.ended_ns = None
-        self.hold_until_ns = 0
+        self.holds = {}
+        self.dropped_routes = []
         self.closed = False
         if self._greenlet is None:
             self._greenlet = gevent.spawn(self._sample_loop)
@@ -180,7 +184,7 @@ class Collector:
             self.began_ns = now
         mark = self.timeline.begin(step, users, now, warmup_ns, rate, processes)
         if self.role == "master":
-            self._send(STEP_MESSAGE, _step_data(mark, 0, max(0, self.hold_until_ns - now)))
+            self._send(STEP_MESSAGE, _step_data(mark, 0, self._holds_left(now), self.dropped_routes))
 
     def stop(self) -> None:
         """The run was stopped before its shape ended: its current step is partial."""
@@ -209,7 +213,11 @@ class Collector:
         if mark is None:
             return
         now = time.perf_counter_ns()
-        self._send(STEP_MESSAGE, _step_data(mark, now - mark.began_ns, max(0, self.hold_until_ns - now)), client_id)
+        data = _step_data(mark, now - mark.began_ns, self._holds_left(now), self.dropped_routes)
+        self._send(STEP_MESSAGE, data, client_id)
+
+    def _holds_left(self, now: int) -> dict[str, int]:
+        return {name: until - now for name, until in self.holds.items() if until > now}
 
     # -- worker side -------------------------------------------------------------------------------------------
 
@@ -218,8 +226,10 @@ class Collector:
         data = msg.data
         now = time.perf_counter_ns()
         rate = data.get("rate")
-        if data.get("hold_ns"):
-            self.hold_until_ns = max(self.hold_until_ns, now + int(data["hold_ns"]))
+        for name, left in (data.get("holds") or {}).items():
+            self.holds[name] = max(self.holds.get(name, 0), now + int(left))
+        if data.get("dropped"):
+            self.dropped_routes = list(data["dropped"])
         self.timeline.begin(
             int(data["step"]),
             int(data["users"]),
@@ -375,11 +385,13 @@ class Collector:
             )
         return out
 
-    def rows(self, validity: Validity, prices: Prices | None = None, judge_open: bool = False) -> list[StepRow]:
+    def rows(
+        self, validity: Validity, prices: Prices | RouteBook | None = None, judge_open: bool = False
+    ) -> list[StepRow]:
         return step_rows(self.results(), self.windows(validity, judge_open), prices)
 
     def merged_row(
-        self, steps: tuple[int, ...], model: str, validity: Validity, prices: Prices | None = None
+        self, steps: tuple[int, ...], model: str, validity: Validity, prices: Prices | RouteBook | None = None
     ) -> StepRow | None:
         """One row of several steps' steady samples together (a search's repeated probe), exact: their histograms
         and counters merged, the window their total length, the reasons theirs."""

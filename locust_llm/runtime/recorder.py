@@ -1,9 +1,8 @@
 """The recorder: the one place that files a measured request and logs Locust's ``request`` rows.
 
-Each attempt is filed with the collector, goes through the fail-fast rule, and gives Locust's ``TTFT``, ``ITL`` (one
-per gap), ``E2E`` and, once reasoning was seen, ``TTFA`` rows with name = model; each client request is judged
-against the SLA and filed. A successful request's Locust rows are logged a moment later with others, each dated with
-its own end (docs/architecture.md, "Locust's statistics in batches"); a failure is logged at once.
+Each attempt is filed with the collector and goes through the fail-fast rule; it gives Locust's ``TTFT``, ``ITL``,
+``E2E`` (and ``TTFA``) rows, name = model, a success's a moment later with others, each dated with its own end
+(docs/architecture.md, "Locust's statistics in batches"). Each client request is judged against the SLA.
 """
 
 from __future__ import annotations
@@ -68,6 +67,8 @@ class Recorder:
         self.itl_events = True
         self.fast = True
         """Locust's rows may be logged straight into its stats, in batches (``--fast-path``)."""
+        self.failfast_per_client = False
+        """With ``--routes`` the fail-fast rule reads client requests: a route that went down is fallen back from."""
         self.reasoning_seen = False
         self._deferred: list[tuple[float, RequestResult]] = []  # (wall-clock end, result), in order
         self._deferred_tokens = 0
@@ -77,10 +78,11 @@ class Recorder:
         events.quitting.add_listener(lambda **_kw: self.flush())
         events.reset_stats.add_listener(lambda **_kw: self._take())  # dropped: Locust's reset had them
 
-    def configure(self, sla: Sla, itl_events: bool, fast: bool = True) -> None:
+    def configure(self, sla: Sla, itl_events: bool, fast: bool = True, per_client: bool = False) -> None:
         self.sla = sla
         self.itl_events = itl_events
         self.fast = fast
+        self.failfast_per_client = per_client
 
     def record(self, result: RequestResult) -> None:
         """File ``result`` under its step and log (or defer, module docstring) the Locust events ``TTFT``, ``ITL``
@@ -89,10 +91,8 @@ class Recorder:
         if collector.closed:
             return
         collector.record(result)
-        message = self.failfast.feed(result)
-        if message is not None:
-            self.flush()
-            self.on_fatal(message)
+        if not self.failfast_per_client:
+            self._fail_fast(result)
         stats = self.runner_stats()
         direct = stats if stats is not None and self.fast and sole_runner_listener(self.events) else None
         if direct is None or not result.ok:
@@ -207,3 +207,11 @@ class Recorder:
         """A client request that began at ``intended_ns``, its retries and waits included, ended with ``final``
         (see :mod:`locust_llm.users.flow`); judged against the SLA from its intended start."""
         self.collector.record_client(model, intended_ns, final, self.sla.good(final, intended_ns))
+        if self.failfast_per_client:
+            self._fail_fast(final)
+
+    def _fail_fast(self, result: RequestResult) -> None:
+        message = self.failfast.feed(result)
+        if message is not None:
+            self.flush()
+            self.on_fatal(message)

@@ -113,14 +113,20 @@ class LLMRun:
     def configure(self) -> RunConfig:
         """(Re)build the config from the environment's parsed options; raises :class:`ConfigError`."""
         config = RunConfig.from_options(self._options())
+        if self.collector.dropped_routes and config.routes is not None:
+            config = config.without_routes(set(self.collector.dropped_routes))
         host = self.environment.host
-        if config.model is None and host and (self.sim is None or host != self.sim.url):
+        if config.routes is not None:
+            for route in config.routes.routes:
+                self.proxy(route.base_url)  # a malformed *_PROXY variable stops the run here, not in every user
+            host = config.routes[config.primary_route or ""].base_url
+        elif config.model is None and host and (self.sim is None or host != self.sim.url):
             raise ConfigError(f"--model is required with --host (e.g. --model grok-4), got --host {host}")
-        proxy = self.proxy(host)  # a malformed *_PROXY variable stops the run here, not in every user
+        proxy = self.proxy(host)
         self.config = config
-        self.model = config.model or self.model
+        self.model = config.primary_route or config.model or self.model
         self.collector.trace_rate_req_s = config.trace.rate_req_s if config.trace else None
-        self.recorder.configure(config.sla, config.itl_events, self.fast_path)
+        self.recorder.configure(config.sla, config.itl_events, self.fast_path, per_client=config.routes is not None)
         if proxy is not None and self.role != "worker":
             logger.info(
                 "locust-llm: requests to %s go through the proxy %s (HTTPS_PROXY/HTTP_PROXY; NO_PROXY to bypass)",
@@ -139,7 +145,7 @@ class LLMRun:
     def rows_now(self) -> list[Any]:
         """The per-step rows as they stand (the CSV's, the LLM tab's, each step's result line)."""
         config = self.require_config()
-        return self.collector.rows(config.validity, config.prices)
+        return self.collector.rows(config.validity, config.row_prices)
 
     def begin_step(
         self,

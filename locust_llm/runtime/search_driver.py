@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from locust_llm.measure.rows import StepRow
+from locust_llm.measure.rows import StepRow, series
 from locust_llm.runtime.run import LLMRun
 from locust_llm.shapes.criteria import Criterion
 from locust_llm.shapes.plan import MAX_SPAWN_RATE
@@ -113,7 +113,7 @@ class SearchDriver:
         config = self.run.require_config()
         rows = [
             r
-            for r in self.run.collector.rows(config.validity, config.prices, judge_open=True)
+            for r in self.run.collector.rows(config.validity, config.row_prices, judge_open=True)
             if r["step"] == self.probe_step
         ]
         return max(rows, key=lambda r: r["requests"]) if rows else None
@@ -153,7 +153,7 @@ class SearchDriver:
         if self.current.kind == "repeat" and row is not None:
             steps = (self.previous_step, self.probe_step)
             config = self.run.require_config()
-            row = self.run.collector.merged_row(steps, row["model"], config.validity, config.prices)
+            row = self.run.collector.merged_row(steps, series(row), config.validity, config.row_prices)
         outcome = self.criterion.judge(row)
         probe = self.search.record(outcome, steps)
         verdict = {None: "invalid", True: "pass", False: "FAIL"}[outcome.passed]

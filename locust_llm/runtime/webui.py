@@ -20,7 +20,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, make_response, redirect, request
 
 from locust_llm.config.flags import FLAGS
-from locust_llm.measure.rows import COLUMNS, StepRow
+from locust_llm.measure.rows import COLUMNS, StepRow, series
 from locust_llm.reports.summary import by_load, console_summary
 from locust_llm.runtime import outputs
 from locust_llm.runtime.run import LLMRun
@@ -88,7 +88,7 @@ def tab_rows(rows: list[StepRow], summary: dict[str, Any] | None = None) -> list
         out.append(shown)
     diagnosis = (summary or {}).get("diagnosis")
     if diagnosis and summary is not None:
-        primary = [i for i, row in enumerate(rows) if row["model"] == summary.get("model")]
+        primary = [i for i, row in enumerate(rows) if series(row) == summary.get("model")]
         knee = by_load(summary)["knee"].get("latency_knee_users")
         load = "offered_req_s" if summary.get("mode") == "rate" else "users"
         at_knee = [i for i in primary if knee is not None and rows[i].get(load) == knee]

@@ -1,10 +1,8 @@
 """Adaptive capacity search: the highest load that meets a criterion, in few probes. Pure; no clock.
 
-Grow: double from ``start`` while probes pass (up to ``max_load``). Shrink: halve after a failing start, down to
-``min_load``. Bisect between the highest pass ``low`` and lowest failure ``high`` until ``high - low <= max(precision
-* low, resolution)``; the answer is ``low``. A borderline outcome is run again once and decided on both probes'
-samples; an invalid one is run again once, then the search stops *not sure*. Each decision narrows only its own
-bracket; :meth:`Search.stop` ends early. docs/methodology.md, "The capacity search".
+Grow by doubling while probes pass, shrink by halving after a failing start, then bisect between the highest pass and
+the lowest failure to the precision; the answer is the highest pass. A borderline probe is run again once; an invalid
+one twice, then *not sure*. docs/methodology.md, "The capacity search", states the rule.
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import hashlib
 import itertools
 import os
 import resource
@@ -77,6 +78,7 @@ class SimServer:
         self.models = {spec.name: ModelRuntime(spec, config, self.emission) for spec in config.models}
         self.metrics_scrapes = 0  # GET /metrics answered
         self.requests_by_status = Counter[str]()
+        self.requests_by_key = Counter[str]()  # a key's fingerprint (key_fingerprint), never the key
         self._contexts = {name: rt.spec.context_tokens for name, rt in self.models.items()}
         self._seq = itertools.count(1)
         self._ordinal = itertools.count(0)
@@ -119,6 +121,7 @@ class SimServer:
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         taken = time.monotonic_ns()  # the delivered TTFT's start: the client waits through the catch-up too
         self._catch_up(taken)
+        self.requests_by_key[key_fingerprint(_api_key(request))] += 1
         body = await request.read()
         self._catch_up()
         try:
@@ -250,6 +253,7 @@ class SimServer:
             "models": {name: rt.stats() for name, rt in self.models.items()},
             "truth": {name: rt.truth() for name, rt in self.models.items()},
             "requests_by_status": dict(self.requests_by_status),
+            "requests_by_key": dict(self.requests_by_key),
             "metrics_scrapes": self.metrics_scrapes,
             **self.emission.stats(),  # lateness_ms: |written - due| of every token; early_ms (sim/timing.py)
             "cpu_s": usage.ru_utime + usage.ru_stime,
@@ -305,8 +309,16 @@ class SimServer:
 
 
 def _api_key(request: web.Request) -> str:
+    """The request's key: ``Authorization: Bearer KEY``, else Azure OpenAI's ``api-key`` header."""
     auth = request.headers.get("Authorization", "")
-    return auth[7:].strip() if auth.lower().startswith("bearer ") else "anonymous"
+    if auth.lower().startswith("bearer "):
+        return auth[7:].strip()
+    return request.headers.get("api-key", "").strip() or "anonymous"
+
+
+def key_fingerprint(key: str) -> str:
+    """What ``/sim/stats`` shows of a key (``requests_by_key``): the first 12 hex digits of its SHA-256."""
+    return "anonymous" if key == "anonymous" else hashlib.sha256(key.encode()).hexdigest()[:12]
 
 
 async def serve(

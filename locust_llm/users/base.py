@@ -129,9 +129,10 @@ class LLMUserMixin:
         return seconds
 
     def on_start(self) -> None:
-        hold_until_ns = self.llm.collector.hold_until_ns
-        if hold_until_ns > time.perf_counter_ns():  # the preflight was told to come back later: so is every user
-            self.flow.hold(self.llm.model, hold_until_ns)
+        now = time.perf_counter_ns()
+        for model, until_ns in self.llm.collector.holds.items():  # a preflight was told to come back later: so is
+            if until_ns > now:  # every user, there
+                self.flow.hold(model, until_ns)
         if self.open_loop is not None:
             return  # arrivals are spread by their schedule
         delay = self.rng.random() * self.first_request_spread_s

@@ -6,10 +6,12 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
+from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
 from locust import FastHttpUser
 from locust.env import Environment
 
+from locust_llm.config.routes import Route
 from locust_llm.config.tls import client_kwargs
 from locust_llm.http.attempt import FirstToken
 from locust_llm.http.post import drop_idle_connections
@@ -20,6 +22,19 @@ from locust_llm.runtime.run import llm_run
 from locust_llm.users.base import LLMUserMixin
 
 __all__ = ["ChatStreamUser"]
+
+
+class _Target:
+    """Where one user's attempts on a model or route go: its client, URI and headers (the route's key only)."""
+
+    __slots__ = ("headers", "http", "route", "uri", "warm")
+
+    def __init__(self, http: Any, uri: str, headers: dict[str, str], route: Route | None) -> None:
+        self.http = http
+        self.uri = uri
+        self.headers = headers
+        self.route = route
+        self.warm = False  # a previous response left a keep-alive connection in the pool
 
 
 class ChatStreamUser(LLMUserMixin, FastHttpUser):
@@ -45,15 +60,42 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
             self.concurrency = max(self.concurrency, config.max_in_flight)
         super().__init__(environment)
         self.setup_llm(environment)
-        url = URL((self.host or "").rstrip("/") + "/chat/completions")
-        self._uri = url.request_uri
         # trust and proxy (locust_llm.config.tls): one shared SSL context per process; a CONNECT tunnel for https
         pool = self.client.client.clientpool
+        args = dict(pool.client_args)
         tls = dataclasses.replace(config.tls, insecure=True) if self.insecure else config.tls  # a subclass may say so
-        pool.client_args.update(client_kwargs(tls, run.proxy(self.host)))
-        self._http = pool.get_client(url)
-        self._headers = self.config.request_headers(self.user_agent)
-        self._warm = False  # a previous response left a keep-alive connection in the pool
+        routes = config.routes
+        if routes is None:
+            self._target = self._make_target(run, None, (self.host or "").rstrip("/"), tls, args, pool)
+            self._targets: dict[str, _Target] = {}
+        else:  # one client per route: its own host, trust and proxy; its key in its own headers only
+            self._targets = {
+                r.name: self._make_target(
+                    run, r, r.base_url, dataclasses.replace(r.tls, insecure=True) if self.insecure else r.tls, args
+                )
+                for r in routes.routes
+            }
+            self._target = next(iter(self._targets.values()))
+
+    def _make_target(
+        self, run: Any, route: Route | None, base: str, tls: Any, args: dict[str, Any], pool: Any = None
+    ) -> _Target:
+        """The client, URI and headers of one model's or route's requests; through Locust's pool (one host) or,
+        for a route, a client of its own."""
+        url = URL(base + "/chat/completions")
+        kwargs = {**args, **client_kwargs(tls, run.proxy(base))}
+        if pool is not None:
+            pool.client_args.update(kwargs)
+            http = pool.get_client(url)
+        else:
+            http = HTTPClient.from_url(url, **kwargs)
+        headers = self.config.request_headers(self.user_agent, route)
+        return _Target(http, url.request_uri, headers, route)
+
+    def on_stop(self) -> None:
+        super().on_stop()
+        for target in self._targets.values():
+            target.http.close()
 
     def send(
         self,
@@ -63,14 +105,20 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         intended_ns: int,
         on_first_token: FirstToken | None,
     ) -> RequestResult:
-        body = self.workload.body(model, messages, max_tokens)
+        target = self._targets[model] if self._targets else self._target
+        route = target.route
+        if route is None:
+            body = self.workload.body(model, messages, max_tokens)
+        else:
+            cap = route.max_tokens
+            body = self.workload.body(route.model, messages, min(max_tokens, cap or max_tokens), route.extra_body)
         started = 0
         for fresh in (False, True):
             result = run_stream(
-                self._http,
-                self._uri,
+                target.http,
+                target.uri,
                 body,
-                self._headers,
+                target.headers,
                 model=model,
                 timeout_s=self.config.request_timeout_s,
                 intended_ns=intended_ns,
@@ -80,13 +128,13 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
                 on_cut=self.llm.recorder.record_cut,
                 fast=self.fast_path,
             )
-            if fresh or not (result.stale and self._warm):
+            if fresh or not (result.stale and target.warm):
                 break
             self.llm.recorder.count("reconnects", model, 1, result.end_ns)
             if self.fast_path:  # the library path relies on the pool's own check of an idle connection
-                drop_idle_connections(self._http)
+                drop_idle_connections(target.http)
             intended_ns, started = result.end_ns, result.sent_ns
-        self._warm = result.http_status != 0
+        target.warm = result.http_status != 0
         result.started_ns = started or result.sent_ns
         if result.tokens_estimated and not result.prompt_tokens:  # no usage from the server: estimated, only then
             result.prompt_tokens = estimate_prompt_tokens(messages)

@@ -1,14 +1,15 @@
-"""How one user turns a client request into attempts: cool-downs, fallbacks, hedging, retries and backoff.
+"""How one user turns a client request into attempts: routes, cool-downs, fallbacks, hedging, retries, backoff.
 
-(1) Under ``honor`` a refusing model cools down until its wait has passed. (2) A ``--fallback-on`` status sends the
-attempt to the next model at once. (3) ``--hedge-ttft-ms`` races an attempt with no first token by then; the first to
-stream wins. (4) A retried attempt starts again at (1). (5) A systematic failure pauses the user. (6) Under ``honor``
-a server-side failure backs off. Attempts and client requests are recorded from their own intended starts.
-docs/methodology.md, "Retries, fallback and hedging".
+(0) With ``--routes`` a client request starts on a primary route drawn by weight. (1) Under ``honor`` a refusing
+model cools down until its wait has passed (with ``--routes``, so does a route failing on the server's side). (2) A
+``fallback_on`` status or cause goes to the next model at once. (3) A hedge races an attempt with no first token by
+``--hedge-ttft-ms``. (4) A retry starts again at (1). (5) A systematic failure pauses the user. (6) Under ``honor`` a
+server-side failure backs off. docs/methodology.md, "Retries, fallback and hedging", states each rule.
 """
 
 from __future__ import annotations
 
+import itertools
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -17,7 +18,7 @@ from typing import Any, Protocol
 import gevent
 import gevent.event
 
-from locust_llm.protocol.metrics import SYSTEMATIC, RequestResult
+from locust_llm.protocol.metrics import SYSTEMATIC, Outcome, RequestResult
 from locust_llm.protocol.retry import RETRYABLE, SERVER_ERRORS, FlowConfig, Wait
 
 __all__ = ["SYSTEMATIC_PAUSE_S", "Flow", "FlowConfig", "Recorder", "Sender"]
@@ -66,6 +67,12 @@ class Flow:
         self.cooldown_ns: dict[str, int] = {}  # model -> until when this user must not send to it
         self.failures = 0  # client requests in a row that failed on the server's side (step 6)
         self.backoff_until_ns = 0
+        self.route_failures: dict[str, int] = {}  # route -> its attempts in a row that failed (step 1, --routes)
+        self.primary = ""  # the primary model or route of the client request being made
+        names = [name for name, _ in config.primaries]
+        self._primaries = (names, list(itertools.accumulate(w for _, w in config.primaries)))
+        self._circuit = bool(config.primaries) and config.policy.name == "honor"
+        self._circuit_here = False  # the circuit of step 1, for this client request (somewhere else to go)
 
     def hold(self, model: str, until_ns: int) -> None:
         """Send nothing to ``model`` before ``until_ns``: a Retry-After the run was given before this user's first
@@ -76,7 +83,12 @@ class Flow:
     def request(self, primary: str, messages: Sequence[Message], max_tokens: int, intended_ns: int) -> RequestResult:
         """Make one client request (module docstring); returns the final attempt."""
         client_start = intended_ns
+        names, cumulative = self._primaries
+        if names:  # step 0
+            primary = names[0] if len(names) == 1 else self.rng.choices(names, cum_weights=cumulative)[0]
+        self.primary = primary
         route = [primary, *(m for m in self.config.fallbacks if m != primary)]
+        self._circuit_here = self._circuit and len(route) > 1
         retries = 0
         if self.backoff_until_ns:
             intended_ns = self._back_off(primary, intended_ns)
@@ -136,7 +148,10 @@ class Flow:
 
     def _record_attempt(self, result: RequestResult, retries: int) -> Wait | None:
         """Record an attempt that ended; a refusal draws its wait once and, under ``honor``, cools its model."""
+        result.secondary = result.model != self.primary
         self.recorder.record(result)
+        if self._circuit_here:
+            self._trip(result)
         if result.status not in RETRYABLE:
             return None
         wait = self.config.policy.wait(result.retry_after_s, retries, self.rng)
@@ -146,6 +161,40 @@ class Flow:
             until = result.end_ns + int(wait.seconds * 1e9)
             self.cooldown_ns[result.model] = max(self.cooldown_ns.get(result.model, 0), until)
         return wait
+
+    def _trip(self, result: RequestResult) -> None:
+        """Step 1 for a route failing on the server's side or timing out: it cools down for this user, by the
+        error backoff of its failures in a row; a success resets them."""
+        name = result.model
+        if result.ok:
+            self.route_failures[name] = 0
+            return
+        if result.outcome not in SERVER_ERRORS and result.outcome is not Outcome.TIMEOUT:
+            return
+        failures = self.route_failures[name] = self.route_failures.get(name, 0) + 1
+        wait = self.config.policy.error_backoff(failures, self.rng)
+        if wait is not None:
+            self.cooldown_ns[name] = max(self.cooldown_ns.get(name, 0), result.end_ns + int(wait.seconds * 1e9))
+            self.recorder.count("route_cooldowns", name, 1, result.end_ns)
+
+    def _falls_back(self, result: RequestResult) -> bool:
+        """Step 2: a ``fallback_on`` status, or (``--routes``) a timeout or a failed connection named there."""
+        if result.status in self.config.fallback_on:
+            return True
+        causes = self.config.fallback_causes
+        if not causes:
+            return False
+        return (result.outcome is Outcome.TIMEOUT and "timeout" in causes) or (
+            result.outcome is Outcome.CONNECTION and "connect_error" in causes
+        )
+
+    def _hedge_target(self, model: str, following: str, now: int) -> str:
+        """Where a hedge of an attempt on ``model`` goes: the policy's ``hedge_to`` unless it is that model or
+        cooling down, else the next model of the route (``following``)."""
+        target = self.config.hedge_to
+        if target is None or target == model or self.cooldown_ns.get(target, 0) > now:
+            return following
+        return target
 
     def _route(
         self, route: list[str], messages: Sequence[Message], max_tokens: int, intended_ns: int, retries: int
@@ -157,13 +206,16 @@ class Flow:
         while i < len(available):
             model = available[i]
             hedge_to = available[i + 1] if i + 1 < len(available) else model
+            if self.config.hedge_to is not None:
+                hedge_to = self._hedge_target(model, hedge_to, now)
             result, wait = self._attempt(model, hedge_to, messages, max_tokens, intended_ns, retries)
             if retries:
                 self.recorder.count("retries", model)
             if model != route[0]:
                 self.recorder.count("fallbacks", model)
-            i = available.index(result.model) + 1  # after a hedge, the route goes on after the model that answered
-            if result.status in self.config.fallback_on and i < len(available):
+            # after a hedge, the route goes on after the model that answered
+            i = available.index(result.model) + 1 if result.model in available else i + 1
+            if self._falls_back(result) and i < len(available):
                 intended_ns = result.end_ns
                 continue
             return result, wait

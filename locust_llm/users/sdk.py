@@ -41,19 +41,28 @@ class OpenAISdkUser(LLMUserMixin, User):
                 "OpenAISdkUser: the official SDK costs several times the generator CPU per token of ChatStreamUser: "
                 "keep the streams per worker core low (docs/performance.md#the-generator), watch the steps' validity."
             )
-        headers = {"User-Agent": self.user_agent, **dict(self.config.headers)}
-        # trust and proxy as ChatStreamUser's (locust_llm.config.tls), not httpx's own
-        proxy = self.llm.proxy(self.host)
-        http = openai.DefaultHttpxClient(
-            verify=self.config.tls.httpx_verify(), trust_env=False, proxy=proxy.url() if proxy else None
+        self.client = self._make_client(
+            self.host or "", self.config.api_key, dict(self.config.headers), self.config.tls
         )
-        self.client = _Client(
+        self.clients: dict[str, tuple[_Client, Any]] = {}  # route -> its own client, and the route
+        for route in self.config.routes.routes if self.config.routes else ():
+            client = self._make_client(route.base_url, route.api_key, dict(route.headers), route.tls)
+            self.clients[route.name] = (client, route)
+
+    def _make_client(self, base_url: str, api_key: str | None, headers: dict[str, str], tls: Any) -> _Client:
+        """A client of one endpoint: its key and headers, trust and proxy as ChatStreamUser's
+        (locust_llm.config.tls), not httpx's own."""
+        proxy = self.llm.proxy(base_url)
+        http = openai.DefaultHttpxClient(
+            verify=tls.httpx_verify(), trust_env=False, proxy=proxy.url() if proxy else None
+        )
+        return _Client(
             http_client=http,
-            api_key=self.config.api_key or "not-needed",
-            base_url=(self.host or "").rstrip("/"),
+            api_key=api_key or "not-needed",
+            base_url=base_url.rstrip("/"),
             max_retries=0,
             timeout=self.config.request_timeout_s,
-            default_headers=headers,
+            default_headers={"User-Agent": self.user_agent, **dict(self.config.headers), **headers},
         )
 
     def send(
@@ -65,18 +74,23 @@ class OpenAISdkUser(LLMUserMixin, User):
         on_first_token: FirstToken | None,
     ) -> RequestResult:
         timeout_s, secrets, on_cut = self.config.request_timeout_s, self.config.secrets, self.llm.recorder.record_cut
+        client, route = self.clients.get(model) or (self.client, None)
+        extra_body = self.workload.extra_body
+        if route is not None:  # a route's own model, max_tokens cap and extra body
+            extra_body = {**(extra_body or {}), **(route.extra_body or {})}
+            max_tokens = min(max_tokens, route.max_tokens or max_tokens)
         with Attempt(model, intended_ns, timeout_s, secrets, on_cut=on_cut) as attempt:
             result = attempt.result
-            self.client.events = None
+            client.events = None
             result.wrote = True  # the SDK sends it inside create(): counted as sent from there
             try:
-                stream = self.client.chat.completions.create(  # type: ignore[call-overload]
-                    model=model,
+                stream = client.chat.completions.create(  # type: ignore[call-overload]
+                    model=model if route is None else route.model,
                     messages=list(messages),
                     max_tokens=max_tokens,
                     stream=True,
                     stream_options={"include_usage": True},
-                    extra_body=self.workload.extra_body,
+                    extra_body=extra_body,
                 )
                 result.http_status = 200
                 attempt.header = stream.response.headers.get
@@ -89,7 +103,7 @@ class OpenAISdkUser(LLMUserMixin, User):
                 result.end_ns = attempt.clock()
                 result.reply = "".join(replies or ())
                 attempt.check_not_empty()
-                events = self.client.events
+                events = client.events
                 if result.token_ns and events is not None and not events.done:
                     end_of_stream(result)
             except openai.APIStatusError as exc:

@@ -9,7 +9,7 @@ TTFT. Everything random comes from the user's own seeded ``random.Random``.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -168,6 +168,10 @@ class Workload:
             return any(p.turns for p in self.prompts)
         return self.turns.high > 1
 
-    def body(self, model: str, messages: Sequence[Message], max_tokens: int) -> bytes:
-        """The request body of ``messages`` for ``model`` (the same messages go to every fallback model)."""
-        return chat_body(model, messages, max_tokens, self.extra_body)
+    def body(
+        self, model: str, messages: Sequence[Message], max_tokens: int, route_extra: Mapping[str, Any] | None = None
+    ) -> bytes:
+        """The request body of ``messages`` for ``model`` (the same messages go to every fallback model); a route's
+        own ``extra_body`` is merged over ``--extra-body``."""
+        extra = {**(self.extra_body or {}), **route_extra} if route_extra else self.extra_body
+        return chat_body(model, messages, max_tokens, extra)

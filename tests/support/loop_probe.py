@@ -59,7 +59,7 @@ class Probe(LLMUserMixin, User):
     def __init__(self, environment):
         super().__init__(environment)
         self.rng, self.open_loop, self.seen = random.Random(0), None, []
-        self.llm = SimpleNamespace(fatal_message="", model="m", collector=SimpleNamespace(hold_until_ns=0))
+        self.llm = SimpleNamespace(fatal_message="", model="m", collector=SimpleNamespace(holds={}))
         self.workload = SimpleNamespace(messages=lambda rng: ([], 1))
         self.flow = SimpleNamespace(request=self.request)
 

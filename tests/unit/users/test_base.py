@@ -25,7 +25,7 @@ def user(think_s=0.0):
             return think_s
 
     u = User()
-    u.llm = SimpleNamespace(model="m", fatal_message="", collector=SimpleNamespace(hold_until_ns=0))
+    u.llm = SimpleNamespace(model="m", fatal_message="", collector=SimpleNamespace(holds={}))
     u.workload, u.flow, u._intended_ns = Workload(), FakeFlow(), 0
     import random
 
@@ -83,7 +83,7 @@ def conversing_user(fail=(), think="2.0"):
     from locust_llm.workload.draws import Turns, parse_think_time
 
     u = LLMUserMixin()  # its own think_time_s: --think-time between turns
-    u.llm = SimpleNamespace(model="m", fatal_message="", collector=SimpleNamespace(hold_until_ns=0))
+    u.llm = SimpleNamespace(model="m", fatal_message="", collector=SimpleNamespace(holds={}))
     u.rng, u._intended_ns = random.Random(0), 0
     u.flow = ReplyingFlow(fail)
     u.keep_reply, u.turn = True, 0
