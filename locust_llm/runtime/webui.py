@@ -245,7 +245,22 @@ def _guard_start_form(app: Any, base: str, environment: Any, run: LLMRun) -> Non
                 mangled[dest] = value
         host = request.form.get("host", current).strip()
         config = run.require_config()
-        if host and host.rstrip("/") != key_host.rstrip("/") and config.credentials and not config.allow_new_host:
+        if config.routes is not None:  # every route's endpoint, model and key come from the routes file
+            changed = [
+                name
+                for name, value in (
+                    ("host", host.rstrip("/") != key_host.rstrip("/") and host),
+                    ("model", request.form.get("model", "").strip()),
+                )
+                if value
+            ]
+            if changed:
+                return _refusal(
+                    f"with --routes the start form may not change {changed[0]!r}: every route's endpoint and model "
+                    f"come from {config.routes.path}",
+                    current,
+                )
+        elif host and host.rstrip("/") != key_host.rstrip("/") and config.credentials and not config.allow_new_host:
             return _refusal(
                 f"a key is set for {key_host or 'the configured host'}: it is not sent to {host}; start locust with "
                 "--host for that endpoint, or with --allow-new-host to let the key go to a host given here",

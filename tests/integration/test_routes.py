@@ -11,11 +11,15 @@ import hashlib
 import json
 import re
 import socket
+import subprocess
+import sys
+import time
 import urllib.request
 
 import pytest
 
-from tests.support.procs import at_once, clean_env, free_port, read_csv, run_locust, sim
+from tests.integration.test_web_ui import fetch, wait_for, web_ui
+from tests.support.procs import LOCUSTFILE, at_once, clean_env, free_port, read_csv, run_locust, sim
 
 pytestmark = pytest.mark.slow
 
@@ -68,6 +72,56 @@ def go(tmp_path, name, text, *extra):
     return where, result
 
 
+def from_the_web_ui(tmp, url_a, url_b):
+    """A run started from the web UI's form; the form's attempts to change the routes, the host or the model."""
+    where = tmp / "webui"
+    where.mkdir()
+    (where / "routes.toml").write_text(
+        route("a", url_a, "sim-llm", "KEY_CAPPED") + route("b", url_b, "local-llm", "KEY_LOCAL")
+        + '[policy]\nfallback = ["b"]\n'
+    )  # fmt: skip
+    (where / "other.toml").write_text(route("c", url_b, "local-llm", "KEY_CAPPED"))
+    answers = {}
+    with web_ui(where, "--routes", "routes.toml", *SWEEP, "--csv", "run", env=clean_env(**KEYS)) as base:
+        for name, form in (
+            ("routes", {"routes": "other.toml"}),
+            ("host", {"host": url_b}),
+            ("model", {"model": "local-llm"}),
+        ):
+            answers[name] = json.loads(fetch(base + "/swarm", form))
+        answers["start"] = json.loads(fetch(base + "/swarm", {"host": url_a}))
+        answers["finished"] = wait_for(base, "finished")
+    answers["output"] = web_ui.output
+    return where, answers
+
+
+MIDRUN_USERS = 4
+
+
+def down_mid_run(tmp, ok_url):
+    """A primary route whose server goes away in the middle of the step (its process ends): refused from then on."""
+    where = tmp / "midrun"
+    where.mkdir()
+    with sim("--model", "flaky-llm") as flaky:
+        (where / "routes.toml").write_text(
+            route("flaky", flaky, "flaky-llm", "KEY_CAPPED") + route("ok", ok_url, "local-llm", "KEY_LOCAL")
+            + '[policy]\nfallback = ["ok"]\nfallback_on = [429, 503, "connect_error"]\n'
+        )  # fmt: skip
+        cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--routes", "routes.toml"]
+        cmd += ["--steps", str(MIDRUN_USERS), "--step-duration", "10s", "--warmup", "1s", "--max-tokens", "4"]
+        cmd += ["--min-step-requests", "1", "--csv", "run", "--seed", "7"]
+        proc = subprocess.Popen(
+            cmd, cwd=where, env=clean_env(**KEYS), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the step has begun: the server goes away a few seconds into it
+            if "locust-llm step 1/1:" in line:
+                break
+        time.sleep(3)  # when it goes is no tolerance: anywhere inside the 10 s step will do
+    out, err = proc.communicate(timeout=120)
+    return where, proc.returncode, out, err
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("routes")
@@ -83,6 +137,8 @@ def runs(tmp_path_factory):
                 "chain_capped": capped,
                 "alone_capped": capped,
                 "chain_local": ("--model", "local-llm"),
+                "ui_a": (),
+                "ui_b": ("--model", "local-llm"),
                 "slow": ("--model", "slow-llm", "--decode-ms", "1:150,64:150"),
                 "fast": ("--model", "fast-llm"),
             }.items()
@@ -132,6 +188,8 @@ def runs(tmp_path_factory):
                 "--routes-allow-down",
             ),
         }
+        jobs["webui"] = lambda: from_the_web_ui(tmp, up["ui_a"], up["ui_b"])
+        jobs["midrun"] = lambda: down_mid_run(tmp, up["chain_local"])
         done = at_once(jobs)
         servers = {name: stats(url) for name, url in up.items()}
     return done, servers
@@ -225,3 +283,32 @@ def test_a_route_down_at_the_preflight_stops_the_run_by_name_or_is_dropped_when_
     assert dropped.returncode in (0, 3), dropped.stderr[-2000:]
     assert "route 'gone' dropped (--routes-allow-down)" in dropped.stderr
     assert {r["route"] for r in rows(where)} == {"ok"}
+
+
+def test_the_web_ui_runs_the_routes_and_its_form_cannot_change_them(runs):
+    (_, answers), servers = runs[0]["webui"], runs[1]
+    assert not answers["routes"]["success"] and "may not change 'routes'" in answers["routes"]["message"]
+    assert (
+        not answers["host"]["success"]
+        and "with --routes the start form may not change 'host'" in answers["host"]["message"]
+    )
+    assert not answers["model"]["success"] and "may not change 'model'" in answers["model"]["message"]
+    assert answers["start"]["success"], answers["start"]
+    assert {r["route"] for r in answers["finished"]["rows"]} >= {"a"}
+    assert set(servers["ui_a"]["requests_by_key"]) == {fingerprint(KEYS["KEY_CAPPED"])}
+    assert set(servers["ui_b"]["requests_by_key"]) <= {fingerprint(KEYS["KEY_LOCAL"])}
+    assert "sk-" not in answers["output"]
+
+
+def test_a_route_that_goes_down_mid_run_is_fallen_back_from_and_cooled_down_not_hammered(runs):
+    where, code, _, err = runs[0]["midrun"]
+    assert code in (0, 3), err[-3000:]  # a route going down does not stop the run: its fallback serves
+    by_route = {r["route"]: r for r in rows(where)}
+    flaky, ok = by_route["flaky"], by_route["ok"]
+    refused = int(flaky["conn_errors"])
+    assert refused > 0 and int(flaky["route_cooldowns"]) > 0 and int(ok["served"]) > 0
+    # without the route's own cool-down every client request would try it first: about 4 users x 6 s / 0.06 s
+    # (4-token answers) = 400 refused connections after it went; with it, each user tries again after full-jitter
+    # waits of up to 0.5, 1, 2, 4 s (--backoff-base 0.5 s doubling): about 5 tries each in those seconds
+    assert refused <= 10 * MIDRUN_USERS
+    assert int(flaky["client_requests"]) - int(flaky["client_ok"]) <= MIDRUN_USERS  # cut mid-stream when it went
