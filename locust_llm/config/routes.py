@@ -46,6 +46,7 @@ class Route:
     api_key: str | None = field(repr=False)
     headers: tuple[tuple[str, str], ...] = field(repr=False)
     header_names: tuple[str, ...]
+    env_headers: tuple[str, ...]  # the headers whose values came from the environment (``env:NAME``)
     extra_body: Mapping[str, Any] | None
     weight: float
     max_tokens: int | None
@@ -53,9 +54,11 @@ class Route:
     tls: TlsSettings
 
     def credentials(self) -> tuple[str, ...]:
-        """The key and the secret headers' values: what must never be printed, nor sent to another host."""
+        """The key, and the values of secret headers and of headers read from the environment (``env:NAME``): what
+        must never be printed, nor sent to another host."""
         values = [self.api_key] if self.api_key else []
-        return tuple(values + [v for n, v in self.headers if _SECRET_HEADER.search(n) and v])
+        secret = [v for n, v in self.headers if v and (_SECRET_HEADER.search(n) or n in self.env_headers)]
+        return tuple(values + secret)
 
     def describe(self) -> dict[str, Any]:
         """For reports: everything but the credentials (the key's variable name, the header names)."""
@@ -199,7 +202,7 @@ def _route(path: str, number: int, table: Any, environ: Mapping[str, str]) -> Ro
     model = _text(path, where, table, "model")
     key_env = _text(path, where, table, "api_key_env", required=False)
     api_key = None if key_env is None else _secret(path, where, "api_key_env", key_env, environ)
-    headers, names = _headers(path, where, table.get("headers", {}), environ)
+    headers, names, from_env = _headers(path, where, table.get("headers", {}), environ)
     extra = table.get("extra_body")
     if extra is not None and not isinstance(extra, dict):
         raise _fail(path, where, "extra_body", f"must be a table, got {type(extra).__name__}")
@@ -226,6 +229,7 @@ def _route(path: str, number: int, table: Any, environ: Mapping[str, str]) -> Ro
         api_key,
         headers,
         names,
+        from_env,
         extra,
         float(weight),
         max_tokens,
@@ -236,20 +240,21 @@ def _route(path: str, number: int, table: Any, environ: Mapping[str, str]) -> Ro
 
 def _headers(
     path: str, where: str, table: Any, environ: Mapping[str, str]
-) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
+) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...], tuple[str, ...]]:
     if not isinstance(table, dict):
         raise _fail(path, where, "headers", f"must be a table of name = value, got {type(table).__name__}")
-    out = []
+    out, from_env = [], []
     for name, value in table.items():
         if not re.fullmatch(r"[A-Za-z0-9!#$%&'*+.^_`|~-]+", name) or not isinstance(value, str):
             raise _fail(path, where, f"headers.{name}", "must be a header name with a string value")
         if value.startswith("env:"):
             value = _secret(path, where, f"headers.{name}", value[4:], environ)
+            from_env.append(name)
         elif _SECRET_HEADER.search(name):
             problem = "a secret header's value is never written in the routes file: write env:NAME, export NAME"
             raise _fail(path, where, f"headers.{name}", problem)
         out.append((name, value))
-    return tuple(out), tuple(table)
+    return tuple(out), tuple(table), tuple(from_env)
 
 
 def _prices(path: str, where: str, table: Any) -> Prices | None:

@@ -61,6 +61,16 @@ TABLE_COLUMNS = (
 )
 
 
+ROUTE_COLUMNS = (
+    ("route", "route"),
+    ("served", "served"),
+    ("client_ttft_p99_ms", "client TTFT p99 ms"),
+    ("route_cooldowns", "cool-downs"),
+    ("extra_cost_usd", "extra cost $"),
+)
+"""With ``--routes``: the route after the model, the rest at the end (docs/methodology.md, "Routes")."""
+
+
 def _x(users: float) -> float:
     """Concurrency axes are drawn in log2(users): doubling steps are evenly spaced, as the knee method sees them."""
     return math.log2(users)
@@ -290,9 +300,12 @@ def _cell(value: Any) -> str:
 
 
 def _table(summary: dict[str, Any]) -> str:
-    columns = (
+    columns: tuple[tuple[str, str], ...] = (
         TABLE_COLUMNS[:1] + OPEN_LOOP_COLUMNS + TABLE_COLUMNS[1:] if summary.get("mode") == "rate" else TABLE_COLUMNS
     )
+    if summary.get("routes"):  # per route: what each served and what the chain's fallbacks and hedges cost there
+        at = [k for k, _ in columns].index("model") + 1
+        columns = columns[:at] + ROUTE_COLUMNS[:1] + columns[at:] + ROUTE_COLUMNS[1:]
     head = "".join(f"<th>{html.escape(t)}</th>" for _, t in columns)
     rows = []
     for step in sorted(summary["steps"], key=lambda s: (series(s), s["step"])):

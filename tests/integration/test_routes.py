@@ -77,9 +77,10 @@ def from_the_web_ui(tmp, url_a, url_b):
     where = tmp / "webui"
     where.mkdir()
     (where / "routes.toml").write_text(
-        route("a", url_a, "sim-llm", "KEY_CAPPED") + route("b", url_b, "local-llm", "KEY_LOCAL")
+        route("a", url_a, "sim-llm", "KEY_CAPPED")
+        + route("b", url_b, "local-llm", "KEY_LOCAL")
         + '[policy]\nfallback = ["b"]\n'
-    )  # fmt: skip
+    )
     (where / "other.toml").write_text(route("c", url_b, "local-llm", "KEY_CAPPED"))
     answers = {}
     with web_ui(where, "--routes", "routes.toml", *SWEEP, "--csv", "run", env=clean_env(**KEYS)) as base:
@@ -104,9 +105,10 @@ def down_mid_run(tmp, ok_url):
     where.mkdir()
     with sim("--model", "flaky-llm") as flaky:
         (where / "routes.toml").write_text(
-            route("flaky", flaky, "flaky-llm", "KEY_CAPPED") + route("ok", ok_url, "local-llm", "KEY_LOCAL")
+            route("flaky", flaky, "flaky-llm", "KEY_CAPPED")
+            + route("ok", ok_url, "local-llm", "KEY_LOCAL")
             + '[policy]\nfallback = ["ok"]\nfallback_on = [429, 503, "connect_error"]\n'
-        )  # fmt: skip
+        )
         cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--routes", "routes.toml"]
         cmd += ["--steps", str(MIDRUN_USERS), "--step-duration", "10s", "--warmup", "1s", "--max-tokens", "4"]
         cmd += ["--min-step-requests", "1", "--csv", "run", "--seed", "7"]
@@ -243,6 +245,9 @@ def test_the_chain_keeps_the_client_tail_below_the_retry_after_wait_the_primary_
     summary = json.loads((chain_dir / "run_llm_summary.json").read_text())
     step = summary["routes"]["steps"][-1]
     assert step["extra_cost_share"] is not None and step["extra_cost_share"] > 0
+    assert set(runs[1]["alone_capped"]["requests_by_key"]) == {fingerprint(KEYS["KEY_CAPPED"])}  # its retries too
+    report = (chain_dir / "run_llm_report.html").read_text()
+    assert "<th>route</th>" in report and "<th>extra cost $</th>" in report
     line = re.search(
         r"routes: with fallback, client TTFT p99 at 8 users .*% served by local; [+-]\d+% cost", chain.stdout
     )
@@ -255,10 +260,18 @@ def test_compare_prints_the_chain_against_the_primary_alone(runs):
 
     (chain_dir, _), (alone_dir, _) = runs[0]["chain"], runs[0]["alone"]
     out = subprocess.run(
-        [sys.executable, "-m", "locust_llm.cli", "compare", str(alone_dir / "run_llm_summary.json"),
-         str(chain_dir / "run_llm_summary.json")],
-        capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "locust_llm.cli",
+            "compare",
+            str(alone_dir / "run_llm_summary.json"),
+            str(chain_dir / "run_llm_summary.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert out.returncode == 0, out.stderr
     assert re.search(r"with fallback, client TTFT p99 at 8 users \S+ \S+ \(primary alone: \d", out.stdout), out.stdout
 

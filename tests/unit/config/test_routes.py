@@ -19,7 +19,7 @@ base_url = "http://vllm:8000/v1"
 model = "llama"
 max_tokens = 256
 weight = 2
-headers = { "X-Team" = "llm", "api-key" = "env:LOCAL_KEY" }
+headers = { "X-Team" = "llm", "api-key" = "env:LOCAL_KEY", "X-Org" = "env:ORG_ID" }
 extra_body = { top_k = 20 }
 
 [policy]
@@ -30,7 +30,7 @@ hedge_ttft_ms = 2000
 hedge_to = "vllm-local"
 retry_policy = "honor"
 """
-ENV = {"XAI_API_KEY": "xai-SECRET-1", "LOCAL_KEY": "local-SECRET-2"}
+ENV = {"XAI_API_KEY": "xai-SECRET-1", "LOCAL_KEY": "local-SECRET-2", "ORG_ID": "org-SECRET-3"}
 
 
 def load(tmp_path, text, env=ENV):
@@ -48,7 +48,7 @@ def test_a_good_file_is_read_with_its_keys_from_the_environment(tmp_path):
         "xai-SECRET-1",
         0.75,
     )
-    assert dict(local.headers) == {"X-Team": "llm", "api-key": "local-SECRET-2"}
+    assert dict(local.headers) == {"X-Team": "llm", "api-key": "local-SECRET-2", "X-Org": "org-SECRET-3"}
     assert (local.max_tokens, local.weight, local.extra_body, local.api_key) == (256, 2.0, {"top_k": 20}, None)
     p = routes.policy
     assert (p.primary, p.fallback, p.fallback_on, p.fallback_causes) == (
@@ -58,7 +58,7 @@ def test_a_good_file_is_read_with_its_keys_from_the_environment(tmp_path):
         frozenset({"timeout", "connect_error"}),
     )
     assert (p.hedge_ttft_ms, p.hedge_to, p.retry_policy) == (2000.0, "vllm-local", "honor")
-    assert set(routes.credentials()) == {"xai-SECRET-1", "local-SECRET-2"}
+    assert set(routes.credentials()) == {"xai-SECRET-1", "local-SECRET-2", "org-SECRET-3"}  # env: values are secret
     assert "SECRET" not in repr(routes) and "SECRET" not in str(routes.describe())
 
 
@@ -100,7 +100,7 @@ def test_a_bad_file_is_one_line_naming_the_route_and_the_field(tmp_path, change,
 
 def test_a_missing_key_variable_names_the_route_and_the_variable(tmp_path):
     with pytest.raises(ConfigError, match="route 'xai' field 'api_key_env': the environment variable XAI_API_KEY"):
-        load(tmp_path, GOOD, {"LOCAL_KEY": "k"})
+        load(tmp_path, GOOD, {"LOCAL_KEY": "k", "ORG_ID": "o"})
 
 
 def test_an_unreadable_or_broken_file_says_so(tmp_path):
