@@ -5,9 +5,15 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-__all__ = ["redact"]
+__all__ = ["is_secret_header", "redact"]
 
 _BEARER = re.compile(r"(?i)(bearer\s+)[^\s'\",}]+")
+_SECRET_HEADER = re.compile(r"(?i)key|token|auth|secret|cookie|password")
+
+
+def is_secret_header(name: str) -> bool:
+    """Header names whose values are secrets: anything like a key, token, auth, secret, cookie or password."""
+    return bool(_SECRET_HEADER.search(name))
 
 
 def redact(text: str, secrets: Iterable[str] = ()) -> str:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from locust_llm.config.parsers import ConfigError
+from locust_llm.config.redact import is_secret_header
 from locust_llm.config.tls import TlsSettings, tls_from
 from locust_llm.measure.sla import Prices
 from locust_llm.protocol.retry import POLICIES
@@ -31,7 +32,6 @@ _ROUTE_KEYS = frozenset(
 _POLICY_KEYS = frozenset({"primary", "fallback", "fallback_on", "hedge_ttft_ms", "hedge_to", "retry_policy"})
 _PRICE_KEYS = {"input": "input_usd_per_mtok", "output": "output_usd_per_mtok", "cached": "cached_input_usd_per_mtok"}
 _KEYISH = re.compile(r"(?i)^(api_?key|key|token|secret|password|authorization|bearer)$")
-_SECRET_HEADER = re.compile(r"(?i)key|token|auth|secret|cookie|password")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,63}")
 
 
@@ -57,7 +57,7 @@ class Route:
         """The key, and the values of secret headers and of headers read from the environment (``env:NAME``): what
         must never be printed, nor sent to another host."""
         values = [self.api_key] if self.api_key else []
-        secret = [v for n, v in self.headers if v and (_SECRET_HEADER.search(n) or n in self.env_headers)]
+        secret = [v for n, v in self.headers if v and (is_secret_header(n) or n in self.env_headers)]
         return tuple(values + secret)
 
     def describe(self) -> dict[str, Any]:
@@ -250,7 +250,7 @@ def _headers(
         if value.startswith("env:"):
             value = _secret(path, where, f"headers.{name}", value[4:], environ)
             from_env.append(name)
-        elif _SECRET_HEADER.search(name):
+        elif is_secret_header(name):
             problem = "a secret header's value is never written in the routes file: write env:NAME, export NAME"
             raise _fail(path, where, f"headers.{name}", problem)
         out.append((name, value))

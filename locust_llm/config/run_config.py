@@ -9,7 +9,6 @@ left out of ``repr`` and :meth:`RunConfig.settings`, and its flag is not shown i
 from __future__ import annotations
 
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -17,6 +16,7 @@ from typing import Any
 
 from locust_llm.config.flags import FLAGS, parse_flags
 from locust_llm.config.parsers import ConfigError, Warmup
+from locust_llm.config.redact import is_secret_header
 from locust_llm.config.routes import Route, Routes, load_routes
 from locust_llm.config.tls import TlsSettings, proxy_secrets, tls_from
 from locust_llm.measure.health import Validity
@@ -42,12 +42,6 @@ __all__ = [
 
 Values = Mapping[str, Any]
 
-_SECRET_HEADER = re.compile(r"(?i)key|token|auth|secret|cookie|password")
-
-
-def is_secret_header(name: str) -> bool:
-    """Header names whose values are secrets: anything like a key, token, auth, secret, cookie or password."""
-    return bool(_SECRET_HEADER.search(name))
 
 
 @dataclass(frozen=True)
