@@ -43,7 +43,6 @@ __all__ = [
 Values = Mapping[str, Any]
 
 
-
 @dataclass(frozen=True)
 class RunConfig:
     """Everything a locust-llm run needs, parsed and validated once. No field has a default of its own: build it

@@ -228,8 +228,7 @@ class Collector:
         rate = data.get("rate")
         for name, left in (data.get("holds") or {}).items():
             self.holds[name] = max(self.holds.get(name, 0), now + int(left))
-        if data.get("dropped"):
-            self.dropped_routes = list(data["dropped"])
+        self.dropped_routes = list(data.get("dropped") or [])  # the master's list for this run, whole
         self.timeline.begin(
             int(data["step"]),
             int(data["users"]),

@@ -34,12 +34,17 @@ def preflight(run: LLMRun) -> str | None:
     config = run.require_config()
     if config.routes is None:
         return _send(run, (run.environment.host or "").rstrip("/"), run.model, None)
+    if run.collector.dropped_routes:  # an earlier run of this process dropped some: each run checks every route
+        run.collector.dropped_routes = []
+    routes = run.configure().routes
+    assert routes is not None
+    allow_down = run.require_config().routes_allow_down
     down: list[str] = []
-    for route in config.routes.routes:
+    for route in routes.routes:
         message = _send(run, route.base_url, route.name, route)
         if message is None:
             continue
-        if not config.routes_allow_down or len(down) + 1 == len(config.routes.routes):
+        if not allow_down or len(down) + 1 == len(routes.routes):
             return f"route '{route.name}': {message}"
         logger.warning("locust-llm: route '%s' dropped (--routes-allow-down): %s", route.name, message)
         down.append(route.name)
