@@ -110,7 +110,7 @@ def down_mid_run(tmp, ok_url):
             + '[policy]\nfallback = ["ok"]\nfallback_on = [429, 503, "connect_error"]\n'
         )
         cmd = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE), "--headless", "--routes", "routes.toml"]
-        cmd += ["--steps", str(MIDRUN_USERS), "--step-duration", "10s", "--warmup", "1s", "--max-tokens", "4"]
+        cmd += ["--steps", str(MIDRUN_USERS), "--step-duration", "7s", "--warmup", "1s", "--max-tokens", "4"]
         cmd += ["--min-step-requests", "1", "--csv", "run", "--seed", "7"]
         proc = subprocess.Popen(
             cmd, cwd=where, env=clean_env(**KEYS), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
@@ -119,7 +119,7 @@ def down_mid_run(tmp, ok_url):
         for line in proc.stderr:  # the step has begun: the server goes away a few seconds into it
             if "locust-llm step 1/1:" in line:
                 break
-        time.sleep(3)  # when it goes is no tolerance: anywhere inside the 10 s step will do
+        time.sleep(2)  # when it goes is no tolerance: anywhere inside the 7 s step will do
     out, err = proc.communicate(timeout=120)
     return where, proc.returncode, out, err
 
@@ -320,8 +320,8 @@ def test_a_route_that_goes_down_mid_run_is_fallen_back_from_and_cooled_down_not_
     flaky, ok = by_route["flaky"], by_route["ok"]
     refused = int(flaky["conn_errors"])
     assert refused > 0 and int(flaky["route_cooldowns"]) > 0 and int(ok["served"]) > 0
-    # without the route's own cool-down every client request would try it first: about 4 users x 6 s / 0.06 s
-    # (4-token answers) = 400 refused connections after it went; with it, each user tries again after full-jitter
+    # without the route's own cool-down every client request would try it first: about 4 users x 5 s / 0.06 s
+    # (4-token answers) = 330 refused connections after it went; with it, each user tries again after full-jitter
     # waits of up to 0.5, 1, 2, 4 s (--backoff-base 0.5 s doubling): about 5 tries each in those seconds
     assert refused <= 10 * MIDRUN_USERS
     assert int(flaky["client_requests"]) - int(flaky["client_ok"]) <= MIDRUN_USERS  # cut mid-stream when it went
