@@ -421,9 +421,9 @@ def flow_from(v: Values, routes: Routes | None = None) -> FlowConfig:
 
 
 def _routes(v: Values) -> Routes | None:
-    """``--routes``, which takes the place of ``--model``, ``--api-key``, ``--fallback-models`` and secret
-    ``--header``s (``--host`` is checked where Locust's options are: :mod:`locust_llm.plugin`). ``OPENAI_API_KEY``
-    in the environment is no conflict: a route names it with ``api_key_env`` if it wants it."""
+    """``--routes``, which takes the place of ``--model``, ``--api-key``, ``--fallback-models``, secret ``--header``s,
+    ``--ca-bundle`` and ``--insecure`` (``--host`` is checked where Locust's options are: :mod:`locust_llm.plugin`).
+    ``OPENAI_API_KEY`` in the environment is no conflict: a route names it with ``api_key_env`` if it wants it."""
     if not v["routes"]:
         if v["routes_allow_down"]:
             raise ConfigError("--routes-allow-down applies to --routes, got it without --routes")

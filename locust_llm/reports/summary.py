@@ -230,7 +230,7 @@ def trace_text(summary: dict[str, Any]) -> str | None:
 
 
 def _route_lines(summary: dict[str, Any]) -> list[str]:
-    """With ``--routes``: the chain's line (:func:`~locust_llm.reports.routes.routes_text`) and each other route's
+    """With ``--routes``: the chain's line (:func:`~locust_llm.reports.chain.routes_text`) and each other route's
     provider cap and knee."""
     routes = summary.get("routes")
     if not routes:
