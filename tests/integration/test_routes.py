@@ -18,6 +18,7 @@ import urllib.request
 
 import pytest
 
+from tests.integration.test_report_browser import chromium, headless
 from tests.integration.test_web_ui import fetch, wait_for, web_ui
 from tests.support.procs import LOCUSTFILE, at_once, clean_env, free_port, read_csv, run_locust, sim
 
@@ -325,3 +326,13 @@ def test_a_route_that_goes_down_mid_run_is_fallen_back_from_and_cooled_down_not_
     # waits of up to 0.5, 1, 2, 4 s (--backoff-base 0.5 s doubling): about 5 tries each in those seconds
     assert refused <= 10 * MIDRUN_USERS
     assert int(flaky["client_requests"]) - int(flaky["client_ok"]) <= MIDRUN_USERS  # cut mid-stream when it went
+
+
+def test_the_chains_report_renders_each_route_in_a_browser(runs, tmp_path):
+    chain_dir, _ = runs[0]["chain"]
+    proc = headless(chromium(), tmp_path / "profile", "--dump-dom", (chain_dir / "run_llm_report.html").as_uri())
+    status = re.search(r'id="render-status">rendered (\d+) charts, (\d+) errors<', proc.stdout)
+    assert status and status.group(2) == "0", proc.stderr[-2000:]
+    headers = re.findall(r"<th>([^<]*)</th>", proc.stdout)
+    assert {"route", "served", "client TTFT p99 ms", "extra cost $"} <= set(headers)
+    assert re.search(r"<td>local</td>", proc.stdout) and re.search(r"<td>capped</td>", proc.stdout)
