@@ -171,7 +171,6 @@ HEADER_SECRET = "hdr-LEAKCHECK-55aa"
 
 def test_the_api_key_never_appears_in_any_output(tmp_path):
     env = clean_env(OPENAI_API_KEY=KEY)
-    # run again when a stall of the machine made the tool refuse its figures (CI once: exit 3 in this 4 s step)
     proc = run_locust(
         "--headless",
         "--steps",

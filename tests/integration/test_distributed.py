@@ -12,7 +12,7 @@ import pytest
 from locust_llm.measure import shards
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.stats import STEADY, StatsKey
-from tests.support.procs import at_once, distributed_run, free_port, read_csv, run_locust, server, sim
+from tests.support.procs import accepted, at_once, distributed_run, free_port, read_csv, run_locust, server, sim
 from tests.support.truth import assert_pacing_truth
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
@@ -228,7 +228,7 @@ def test_two_masters_runs_merge_exactly_into_one_report(runs, tmp_path):
     refused = subprocess.run([*cli, *prefixes], capture_output=True, text=True, timeout=60)
     assert refused.returncode == 2 and "give --out DIR" in refused.stderr
     proc = subprocess.run([*cli, *prefixes, "--out", str(tmp_path)], capture_output=True, text=True, timeout=60)
-    assert proc.returncode in (0, 3), proc.stderr  # 3 when one shard's step was invalid on a busy machine
+    assert accepted(proc.returncode, proc.stdout), proc.stderr  # 3 only when a shard's step was disturbed
     merged = by_step(json.loads((tmp_path / "summary.json").read_text())["steps"])
     shard_rows = [by_step(read_csv(Path(p + "_llm_steps.csv"))) for p in prefixes]
     tables = [shards.load(json.loads(Path(p + "_llm_histograms.json").read_text()), p)[0] for p in prefixes]

@@ -54,6 +54,7 @@ def start_locust(tmp_path):
     )
 
 
+@pytest.mark.slow  # a real run, stopped by each signal
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_simulator_stops_with_locust(tmp_path, sig):
     proc = start_locust(tmp_path)

@@ -5,7 +5,11 @@ import subprocess
 import sys
 import urllib.request
 
+import pytest
+
 from tests.support.procs import ROOT, clean_env, disturbed, free_port, server
+
+pytestmark = pytest.mark.slow  # a real master and worker: deselected by -m 'not slow'
 
 KEY, HEADER_SECRET = "sk-test-MASTER-ONLY-123456", "hk-SECRET-HEADER-98765"
 

@@ -65,6 +65,12 @@ def disturbed(code: int, stdout: str) -> bool:
     return code == 3 and verdict is not None and disturbance_only(verdict.group(1))
 
 
+def accepted(code: int, stdout: str) -> bool:
+    """A run a test may read: exit 0, or exit 3 for machine disturbance alone (:func:`disturbed`); never exit 3 for
+    anything else (a lost worker, a too-short step, no success), which is what a test may be checking."""
+    return code == 0 or disturbed(code, stdout)
+
+
 def disturbance_only(reasons: str) -> bool:
     """Whether ``reasons`` (joined by ``"; "``, as in a step row's ``invalid_reasons``) are all a stall of the machine
     (a saturated generator, a scheduling lag), and there is at least one."""

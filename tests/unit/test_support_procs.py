@@ -1,10 +1,10 @@
-"""The integration tests' rerun rule (tests/support/procs.py) read against the verdict lines the tool really prints:
-only a run invalid for machine disturbance alone is run again."""
+"""The integration tests' acceptance rule (tests/support/procs.py) read against the verdict lines the tool really
+prints: a run invalid for machine disturbance alone may be read, one invalid for what it ran may not."""
 
 import pytest
 
 from locust_llm.reports.verdict import verdict
-from tests.support.procs import disturbed
+from tests.support.procs import accepted, disturbed
 
 
 def printed(*reasons: str) -> str:
@@ -44,3 +44,10 @@ def test_only_exit_3_with_its_verdict_counts():
     assert not disturbed(0, "verdict: exit 0, a valid sweep")
     assert not disturbed(3, "error: no successful request")  # exit 3 without the verdict line
     assert not disturbed(1, printed("step 1: scheduling lag p99 10.4 ms > 10 ms (m)"))
+
+
+def test_accepted_takes_exit_0_and_disturbance_alone():
+    assert accepted(0, "verdict: exit 0, a valid sweep")
+    assert accepted(3, printed("step 1: scheduling lag p99 10.4 ms > 10 ms (m)"))
+    assert not accepted(3, printed("step 1: worker lost during the step: w1"))
+    assert not accepted(1, "verdict: exit 1, a regression against the baseline")
