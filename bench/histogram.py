@@ -58,8 +58,10 @@ def measure(precision: int, data: dict[str, list[int]]) -> dict[str, object]:
             record(v)
 
     h_itl, h_ttft = Histogram(1000, precision), Histogram(1000, precision)
-    h_itl.record_many(itl)
-    h_ttft.record_many(ttft)
+    for value in itl:
+        h_itl.record(value)
+    for value in ttft:
+        h_ttft.record(value)
     worst = 0.0
     for values, h in ((itl, h_itl), (ttft, h_ttft)):
         for q in (0.5, 0.99):

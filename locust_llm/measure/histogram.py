@@ -9,7 +9,6 @@ the nearest-rank sample ``ceil(q * count)``, as its bucket's midpoint clamped to
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from itertools import chain
 from math import ceil
 from typing import Any
@@ -26,14 +25,6 @@ VECTOR_MIN_GAPS = 256
 
 LEGACY_PRECISION = 7
 """The precision assumed for a wire form that does not name its own (the first wire form's)."""
-
-
-def bucket_index(units: int, precision: int = PRECISION) -> int:
-    """Index of the bucket holding ``units`` (a value already divided by the histogram's unit)."""
-    if units < 1 << precision:
-        return units
-    e = units.bit_length() - precision
-    return (e << (precision - 1)) + (units >> e)
 
 
 def bucket_bounds(index: int, precision: int = PRECISION) -> tuple[int, int]:
@@ -113,10 +104,6 @@ class Histogram:
             self.max = value
         self.count += 1
         self.sum += value
-
-    def record_many(self, values: Iterable[int]) -> None:
-        for value in values:
-            self.record(value)
 
     def record_gaps(self, times: list[int], start: int = 1, stop: int | None = None) -> None:
         """Record ``times[i] - times[i - 1]`` for ``i`` in ``range(start, stop)``: the same as that many

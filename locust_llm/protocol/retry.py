@@ -87,17 +87,15 @@ class RetryPolicy:
         """Whether retry number ``attempt`` (from 0) of a request refused with ``status`` is made."""
         return self.name != "none" and status in RETRYABLE and attempt < self.max_retries
 
-    def delay_s(self, status: int, server_wait_s: float | None, attempt: int, rng: random.Random) -> float | None:
-        """Seconds to wait before retry number ``attempt`` (from 0), or None when the request is not retried."""
+    def delay_s(self, status: int, wait: Wait | None, attempt: int) -> float | None:
+        """Seconds before retry number ``attempt`` (from 0) of a request refused with ``status``, or None when it is
+        not retried: ``naive`` at once; ``honor`` after ``wait`` (the refusal's :meth:`wait`, drawn once when it was
+        recorded; none drawn: at once)."""
         if not self.retries(status, attempt):
             return None
-        if self.name == "naive":
+        if self.name == "naive" or wait is None:
             return 0.0
-        return self.wait(server_wait_s, attempt, rng).seconds
-
-    def wait_s(self, server_wait_s: float | None, attempt: int, rng: random.Random) -> float:
-        """``honor``'s wait: the server's, else full-jitter exponential backoff; at most ``max_wait_s``."""
-        return self.wait(server_wait_s, attempt, rng).seconds
+        return wait.seconds
 
     def error_backoff(self, failures: int, rng: random.Random) -> Wait | None:
         """``honor``'s pause after ``failures`` client requests in a row failed on the server's side (see
@@ -108,7 +106,8 @@ class RetryPolicy:
         return self.wait(None, failures - 1, rng)
 
     def wait(self, server_wait_s: float | None, attempt: int, rng: random.Random) -> Wait:
-        """Like :meth:`wait_s`, saying whether the cap applied. Draws the jitter once per call."""
+        """``honor``'s wait: the server's, else full-jitter exponential backoff; at most ``max_wait_s``, saying whether
+        the cap applied. Draws the jitter once per call."""
         if server_wait_s is None:
             wanted = rng.uniform(0.0, min(self.backoff_max_s, self.backoff_base_s * 2**attempt))
         else:

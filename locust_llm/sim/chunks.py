@@ -72,9 +72,6 @@ class ChunkFormat:
     def role_chunk(self) -> bytes:
         return self.chunk({"role": "assistant", "content": ""}, None)
 
-    def token_chunk(self, token_json: bytes) -> bytes:
-        return self.head + token_json + self.tail
-
     def final_chunks(
         self,
         finish_reason: str,

@@ -97,7 +97,7 @@ class Flow:
             result, wait = self._route(route, messages, max_tokens, intended_ns, retries)
             if result.ok:
                 break
-            delay = self._retry_delay(result, wait, retries)
+            delay = self.config.policy.delay_s(result.status, wait, retries)
             if delay is None:
                 break
             retries += 1
@@ -126,14 +126,6 @@ class Flow:
         self.recorder.count("error_backoff_ms", primary, (until - now) // 1_000_000, now)
         gevent.sleep((until - now) / 1e9)
         return max(intended_ns, until)
-
-    def _retry_delay(self, result: RequestResult, wait: Wait | None, retries: int) -> float | None:
-        policy = self.config.policy
-        if not policy.retries(result.status, retries):
-            return None
-        if policy.name == "naive":
-            return 0.0
-        return wait.seconds if wait is not None else 0.0
 
     def _wait_turn(self, route: list[str], primary: str, intended_ns: int) -> int:
         """Sleep until a model of the route is no longer cooling down; the new intended start."""

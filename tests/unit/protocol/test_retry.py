@@ -53,40 +53,41 @@ def test_waits_are_capped_and_say_so():
     policy = RetryPolicy("honor", max_wait_s=60.0)
     assert policy.wait(10**9, 0, random.Random(0)) == Wait(60.0, True)
     assert policy.wait(5.0, 0, random.Random(0)) == Wait(5.0, False)
-    assert policy.delay_s(429, 10**9, 0, random.Random(0)) == 60.0
+    assert policy.delay_s(429, policy.wait(10**9, 0, random.Random(0)), 0) == 60.0
 
 
 def test_unusable_values_take_the_jittered_backoff_never_zero():
     policy = RetryPolicy("honor", backoff_base_s=1.0)
-    waits = [policy.wait_s(retry_after_s(None, "-5", 0.0), 0, random.Random(i)) for i in range(200)]
+    waits = [policy.wait(retry_after_s(None, "-5", 0.0), 0, random.Random(i)).seconds for i in range(200)]
     assert len(set(waits)) == 200 and 0 < sum(waits) / len(waits) < 1.0  # spread over (0, 1): no storm
 
 
 def test_honor_waits_what_the_server_asked():
     policy = RetryPolicy("honor")
-    assert policy.delay_s(429, 2.5, 0, random.Random(0)) == 2.5
-    assert policy.delay_s(503, 1.0, 2, random.Random(0)) == 1.0
-    assert policy.delay_s(429, 2.5, 3, random.Random(0)) is None  # max_retries = 3
-    assert policy.delay_s(500, 2.5, 0, random.Random(0)) is None  # only 429 and 503 are retried
+    rng = random.Random(0)
+    assert policy.delay_s(429, policy.wait(2.5, 0, rng), 0) == 2.5
+    assert policy.delay_s(503, policy.wait(1.0, 2, rng), 2) == 1.0
+    assert policy.delay_s(429, policy.wait(2.5, 3, rng), 3) is None  # max_retries = 3
+    assert policy.delay_s(500, policy.wait(2.5, 0, rng), 0) is None  # only 429 and 503 are retried
 
 
 @given(st.integers(min_value=0, max_value=20), st.integers())
 def test_backoff_without_retry_after_is_full_jitter_within_bounds(attempt, seed):
     policy = RetryPolicy("honor", max_retries=100, backoff_base_s=0.5, backoff_max_s=30.0)
-    delay = policy.delay_s(429, None, attempt, random.Random(seed))
+    delay = policy.delay_s(429, policy.wait(None, attempt, random.Random(seed)), attempt)
     assert 0.0 <= delay <= min(30.0, 0.5 * 2**attempt)
 
 
 def test_backoff_spreads_over_the_whole_window():
     policy = RetryPolicy("honor", backoff_base_s=1.0)
-    delays = [policy.wait_s(None, 2, random.Random(i)) for i in range(2000)]
+    delays = [policy.wait(None, 2, random.Random(i)).seconds for i in range(2000)]
     assert min(delays) < 0.2 and max(delays) > 3.8 and sum(delays) / len(delays) == pytest.approx(2.0, rel=0.05)
 
 
 def test_none_and_naive():
-    assert RetryPolicy("none").delay_s(429, 1.0, 0, random.Random()) is None
-    assert RetryPolicy("naive").delay_s(429, 5.0, 0, random.Random()) == 0.0
-    assert RetryPolicy("naive", max_retries=1).delay_s(429, 5.0, 1, random.Random()) is None
+    assert RetryPolicy("none").delay_s(429, Wait(1.0), 0) is None
+    assert RetryPolicy("naive").delay_s(429, Wait(5.0), 0) == 0.0  # at once, whatever the server asked
+    assert RetryPolicy("naive", max_retries=1).delay_s(429, Wait(5.0), 1) is None
 
 
 def test_unknown_policy():
