@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import textwrap
 from typing import Any
@@ -23,8 +24,8 @@ __all__ = ["format_flags", "main"]
 
 
 def _plain(doc: str | None) -> str:
-    """A docstring for a terminal: without reST's double backquotes."""
-    return (doc or "").replace("``", "")
+    """A docstring for a terminal: without reST's roles (``:mod:`x``` -> ``x``) and double backquotes."""
+    return re.sub(r":\w+:`~?([^`]+)`", r"\1", doc or "").replace("``", "")
 
 
 def _fail(command: str, message: object) -> int:

@@ -1,6 +1,7 @@
 """`locust-llm flags` lists every flag Locust's parser gets from locust-llm, with its env var and default."""
 
 import json
+import re
 import subprocess
 import sys
 
@@ -61,8 +62,10 @@ def test_flags_are_grouped_as_in_readme_and_the_simulator_is_listed():
 
 
 def test_help_texts_carry_no_rest_markup():
-    for args in (["--help"], ["sim", "--help"], ["report", "--help"], ["flags"]):
-        assert "``" not in cli(*args).stdout, args
+    for args in (["--help"], ["sim", "--help"], ["report", "--help"], ["compare", "--help"], ["trend", "--help"]):
+        out = cli(*args).stdout
+        assert "``" not in out and not re.search(r":\w+:`", out), (args, out)
+    assert "locust_llm.reports.verdict" in cli("--help").stdout  # the role's text stays, its markup goes
 
 
 def test_simulator_flags_read_their_env_vars():
