@@ -8,6 +8,8 @@ in one line; ``tests/unit/runtime/test_contract.py`` runs the same check. docs/a
 from __future__ import annotations
 
 import inspect
+import os
+import tempfile
 import time
 from collections.abc import Callable
 from typing import Any
@@ -79,7 +81,7 @@ def _locust() -> list[str]:
 
     broken = _has(EventHook(), "EventHook", "_handlers")
     broken += _has(StatsEntry, "StatsEntry", "_cache_response_times", "log")
-    broken += _has(StatsCSVFileWriter, "StatsCSVFileWriter", "_stats_history_data_rows", "requests_csv")
+    broken += _csv_writer(StatsCSVFileWriter)
     if broken:
         return broken
     for _ in range(3):  # the events of each way must be logged within one second to compare
@@ -98,6 +100,23 @@ def _locust() -> list[str]:
                 return ["StatsEntry.log changed: logging a request's gaps at once no longer matches it"]
             return []
     return []
+
+
+def _csv_writer(writer_type: Any) -> list[str]:
+    """What the final CSV write uses of a ``StatsCSVFileWriter`` (its methods, and the files it opens when made: one
+    is made in a directory of its own, then closed)."""
+    from locust.stats import PERCENTILES_TO_REPORT
+
+    from locust_llm.runtime.locust_stats import FINAL_WRITE_NAMES
+
+    broken = _has(writer_type, "StatsCSVFileWriter", "stats_writer", "close_files")
+    with tempfile.TemporaryDirectory(prefix="locust-llm-contract-") as folder:
+        writer = writer_type(None, PERCENTILES_TO_REPORT, os.path.join(folder, "check"))
+        try:
+            broken += _has(writer, "StatsCSVFileWriter()", *FINAL_WRITE_NAMES)
+        finally:
+            writer.close_files()
+    return broken
 
 
 def _logged(entry: Any) -> dict[str, Any]:

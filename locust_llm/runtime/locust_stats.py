@@ -54,22 +54,44 @@ RUNNER_LISTENER = "Runner.__init__.<locals>.on_request"
 """The qualified name of the listener every Locust runner adds to ``events.request`` (it logs into its stats)."""
 
 
+FINAL_WRITE_NAMES = (
+    "requests_csv_filehandle",
+    "failures_csv_filehandle",
+    "exceptions_csv_filehandle",
+    "stats_history_csv_writer",
+    "requests_csv",
+    "failures_csv",
+    "exceptions_csv",
+    "_stats_history_data_rows",
+    "stats_history_flush",
+)
+"""What :func:`write_final_csvs` uses of Locust's ``StatsCSVFileWriter`` (``runtime/contract.py`` checks them)."""
+
+
 def write_final_csvs() -> None:
     """Locust's CSV writer writes every second, never at the end, and its files are closed right after ``quit``: its
     last write can miss the last second of requests. At ``quit`` its greenlet is stopped (else a process that yields
     after the files are closed logs ``I/O operation on closed file``) and its files written once more from the final
-    statistics: the request, failure and exception tables whole, and one last row of history."""
+    statistics: the request, failure and exception tables whole, and one last row of history. A writer without
+    :data:`FINAL_WRITE_NAMES` is left alone, with one line: its own last periodic write stands."""
     for obj in gc.get_objects():
         run = getattr(obj, "_run", None) if isinstance(obj, gevent.Greenlet) else None
         if getattr(run, "__name__", "") != "stats_writer":
             continue
-        obj.kill(block=False)
         writer = getattr(run, "__self__", None)
-        if isinstance(writer, locust_stats.StatsCSVFileWriter):
-            try:
-                _write_final(writer)
-            except (OSError, ValueError) as exc:  # a file already closed or gone: Locust's last write stands
-                logger.error("locust-llm: could not write Locust's final CSV rows: %s", exc)
+        missing = [name for name in FINAL_WRITE_NAMES if not hasattr(writer, name)]
+        if not isinstance(writer, locust_stats.StatsCSVFileWriter) or missing:
+            logger.warning(
+                "locust-llm: Locust's CSV writer has changed (%s): its own last write stands, which may miss the "
+                "last second of requests",
+                ", ".join(missing) or f"a {type(writer).__name__}",
+            )
+            continue
+        obj.kill(block=False)
+        try:
+            _write_final(writer)
+        except Exception as exc:  # a file already closed or gone, a changed signature: Locust's last write stands
+            logger.error("locust-llm: could not write Locust's final CSV rows: %s: %s", type(exc).__name__, exc)
 
 
 def _write_final(writer: Any) -> None:

@@ -47,3 +47,8 @@ def test_the_line_a_run_prints_names_what_changed_and_the_path_taken():
 
     line = describe(["gevent: gevent._socket3.socket is missing"])
     assert "gevent._socket3.socket is missing" in line and "--fast-path off" in line and "\n" not in line
+
+
+def test_a_csv_writer_attribute_the_final_write_uses_is_named_when_it_went_away():
+    patch = "import locust.stats\ndel locust.stats.StatsCSVFileWriter.stats_history_flush"
+    assert run(patch) == ["locust: StatsCSVFileWriter().stats_history_flush is missing"]

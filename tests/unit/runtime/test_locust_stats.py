@@ -51,3 +51,36 @@ def test_batched_and_deferred_logging_equal_one_event_each_and_only_when_the_run
         "with_a_plugin": False,
         "no_runner": False,
     }
+
+
+FALLBACK = """
+import logging, sys
+import gevent
+import locust.stats
+from locust_llm.runtime.locust_stats import write_final_csvs
+
+logging.basicConfig(stream=sys.stdout, format="%(message)s")
+
+
+class Renamed(locust.stats.StatsCSVFileWriter):
+    def __init__(self):  # a Locust whose writer keeps its files under other names: none of ours is there
+        pass
+
+    def stats_writer(self):
+        gevent.sleep(30)
+
+
+writer = Renamed()
+greenlet = gevent.spawn(writer.stats_writer)
+gevent.sleep(0)
+write_final_csvs()
+gevent.sleep(0)
+print("writer running:", not greenlet.dead)
+"""
+
+
+def test_a_changed_csv_writer_is_left_to_write_its_own_files_with_one_line():
+    out = subprocess.run([sys.executable, "-c", FALLBACK], capture_output=True, text=True, timeout=60, check=True)
+    lines = out.stdout.strip().splitlines()
+    assert lines[-1] == "writer running: True", out.stdout + out.stderr  # not stopped: its periodic write goes on
+    assert len(lines) == 2 and "Locust's CSV writer has changed (requests_csv_filehandle," in lines[0], lines
