@@ -15,10 +15,9 @@ from dataclasses import dataclass, field
 
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.stats import STEADY, StatsTable
+from locust_llm.measure.thresholds import BACKLOG_Z, MAX_E2E_SHARE
 
 __all__ = [
-    "BACKLOG_Z",
-    "MAX_E2E_SHARE",
     "StepHealth",
     "Validity",
     "backlog_grows",
@@ -27,9 +26,6 @@ __all__ = [
     "step_backlog",
     "warmup_for",
 ]
-
-MAX_E2E_SHARE = 1.0
-BACKLOG_Z = 3.0
 
 
 def backlog_grows(growth: float | None, in_flight_p50: float | None) -> bool:

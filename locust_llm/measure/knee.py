@@ -13,9 +13,9 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["Knee", "kneedle_convex_increasing", "latency_knee"]
+from locust_llm.measure.thresholds import MIN_RISE
 
-MIN_RISE = 0.5
+__all__ = ["Knee", "kneedle_convex_increasing", "latency_knee"]
 
 
 def _normalise(values: Sequence[float]) -> list[float] | None:

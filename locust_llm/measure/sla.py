@@ -13,11 +13,10 @@ from dataclasses import asdict, dataclass
 from math import ceil
 from typing import Any
 
+from locust_llm.measure.thresholds import DEFAULT_MAX_ERROR_RATE
 from locust_llm.protocol.metrics import RequestResult
 
-__all__ = ["DEFAULT_MAX_ERROR_RATE", "Prices", "Sla", "error_rate", "judged"]
-
-DEFAULT_MAX_ERROR_RATE = 0.01
+__all__ = ["Prices", "Sla", "error_rate", "judged"]
 
 
 @dataclass(frozen=True)

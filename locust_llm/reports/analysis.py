@@ -17,12 +17,10 @@ from locust_llm.measure.health import backlog_grows
 from locust_llm.measure.knee import Knee, latency_knee
 from locust_llm.measure.rows import StepRow, value
 from locust_llm.measure.sla import Prices, Sla, judged
+from locust_llm.measure.thresholds import CAP_SHARE, SATURATION_MARGIN, SATURATION_SHARE
 
 __all__ = ["RATE_KEYS", "Analysis", "analyze", "rate_saturation"]
 
-SATURATION_SHARE = 0.85
-SATURATION_MARGIN = 0.15
-CAP_SHARE = 0.01
 RATE_KEYS = {
     "latency_knee_users": "latency_knee_rate_req_s",
     "throughput_saturation_users": "throughput_saturation_rate_req_s",

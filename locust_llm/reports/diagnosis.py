@@ -11,16 +11,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["CAP_SHARE", "ITL_RISE", "KV_FULL", "QUEUE", "QUEUE_SHARE", "WALLS", "diagnose"]
+from locust_llm.measure.thresholds import CAP_SHARE, ITL_RISE, KV_FULL, QUEUE, QUEUE_SHARE
 
-KV_FULL = 0.90
-QUEUE = 1.0
-QUEUE_SHARE = 0.25
-"""A queue: more than ``QUEUE`` requests waiting at the p50 and at least ``QUEUE_SHARE`` of those running. Past a
-server's capacity a closed loop's extra users wait (at twice the knee, as many as run); one or two waiting at a step
-boundary, at a batch's size, are no queue."""
-ITL_RISE = 0.10
-CAP_SHARE = 0.01
+__all__ = ["WALLS", "diagnose"]
+
 WALLS = {
     "kv_cache": "KV-cache memory",
     "batch_limit": "the server's limit on running requests",

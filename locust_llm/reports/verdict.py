@@ -1,9 +1,6 @@
-"""The exit code of a run is a verdict. Pure.
-
-0: a valid sweep with an analysis (errors past the knee are findings). 1: a gate failed (a regression against
-``--baseline``, or a given SLA no step meets). 2: bad input, or a run stopped because every request failed the same
-systematic way. 3: the measurement is invalid (a saturated generator, a lost worker, a step too short, no success).
-An explicit ``--exit-code-on-error`` replaces 0, 1 and 3 with Locust's own rule.
+"""The exit code of a run is a verdict: 0 a valid analysis, 1 a gate failed, 2 bad input, 3 an invalid measurement;
+an explicit ``--exit-code-on-error`` replaces 0, 1 and 3 with Locust's own rule. Pure. Each code: docs/methodology.md,
+"The exit code".
 """
 
 from __future__ import annotations

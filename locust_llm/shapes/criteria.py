@@ -1,9 +1,9 @@
 """How a search probe is judged from its per-step row: invalid, pass or fail, and borderline. Pure.
 
 Invalid: no row, an invalid row or no success. ``sla``: a pass when every limit holds; a limit is *near* within
-``BORDERLINE`` (10 %) of it, or 2 failures of the error limit. ``knee``: a fail once TTFT p99 exceeds ``1 + KNEE_RISE``
-times the first probe's *and* it by ``KNEE_STEPS`` decode steps (a few steps' wait is no queue). Borderline: a near
-limit could flip the verdict. docs/methodology.md, "How a probe is judged".
+``BORDERLINE`` of it, or 2 failures of the error limit. ``knee``: a fail once TTFT p99 exceeds ``1 + KNEE_RISE``
+times the first probe's and it by ``KNEE_STEPS`` decode steps. Borderline: a near limit could flip the verdict.
+docs/methodology.md, "How a probe is judged".
 """
 
 from __future__ import annotations
@@ -12,17 +12,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from locust_llm.measure.knee import MIN_RISE
 from locust_llm.measure.sla import Sla, error_rate, judged
+from locust_llm.measure.thresholds import BORDERLINE, KNEE_STEPS, MIN_RISE
 from locust_llm.shapes.search import Outcome
 
-__all__ = ["BORDERLINE", "KNEE_RISE", "KNEE_STEPS", "Criterion"]
+__all__ = ["Criterion"]
 
-BORDERLINE = 0.10
 KNEE_RISE = MIN_RISE
-KNEE_STEPS = 4
-"""Decode steps a TTFT p99 must rise by, over the start probe's, before it can break the knee criterion: alone, one
-user's TTFT is its prefill (2 ms on the default simulator); with two, a request waits for the current step (24 ms)."""
 
 
 @dataclass

@@ -1,0 +1,64 @@
+"""Every threshold a verdict uses, defined once, each documented where it is set. Pure constants.
+
+The sweep, the search, the summary and the diagnosis read them from here, so they cannot drift apart; their values
+and flags: docs/methodology.md, "Thresholds". The gate's are flags (``reports.compare.Thresholds``).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BACKLOG_Z",
+    "BORDERLINE",
+    "CAP_SHARE",
+    "DEFAULT_MAX_ERROR_RATE",
+    "ITL_RISE",
+    "KNEE_STEPS",
+    "KV_FULL",
+    "MAX_E2E_SHARE",
+    "MIN_RISE",
+    "QUEUE",
+    "QUEUE_SHARE",
+    "SATURATION_MARGIN",
+    "SATURATION_SHARE",
+]
+
+MIN_RISE = 0.5
+"""The least rise of a TTFT p99 (50 %) that can be a knee: a smaller one is noise, whatever its shape."""
+
+KNEE_STEPS = 4
+"""Decode steps (ITL p50) a TTFT p99 must rise by before it can be a knee: alone, a user's TTFT is its prefill (2 ms
+on the default simulator); with two, a request waits for the current decode step (24 ms). A queue waits for whole
+requests, many steps."""
+
+SATURATION_SHARE = 0.85
+"""Throughput saturation: the lowest step at this share of the peak ..."""
+
+SATURATION_MARGIN = 0.15
+"""... that no later step exceeds by more than this share."""
+
+CAP_SHARE = 0.01
+"""The provider cap: the first step where more than this share of attempts were answered HTTP 429."""
+
+KV_FULL = 0.90
+"""KV-cache usage at which the cache counts as full (vLLM keeps a few blocks free)."""
+
+QUEUE = 1.0
+QUEUE_SHARE = 0.25
+"""A queue: more than ``QUEUE`` requests waiting at the p50 and at least ``QUEUE_SHARE`` of those running. Past a
+server's capacity a closed loop's extra users wait (at twice the knee, as many as run); one or two waiting at a step
+boundary, at a batch's size, are no queue."""
+
+ITL_RISE = 0.10
+"""Decode slowing as the batch grows: ITL p50 up by more than this share from the knee's step to the next."""
+
+BORDERLINE = 0.10
+"""A search probe is too close to call (run again once) when its judged value lies within this share of its limit."""
+
+DEFAULT_MAX_ERROR_RATE = 0.01
+"""An SLA that sets a latency limit but no error limit allows this share of failed client requests."""
+
+BACKLOG_Z = 3.0
+"""An open-loop step's backlog grows when its in-flight count rose by more than this many ``sqrt(2 L)``."""
+
+MAX_E2E_SHARE = 1.0
+"""A step is too short when its E2E p50 exceeds this share of its steady window."""
