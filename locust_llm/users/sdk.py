@@ -84,13 +84,14 @@ class OpenAISdkUser(LLMUserMixin, User):
             client.events = None
             result.wrote = True  # the SDK sends it inside create(): counted as sent from there
             try:
+                left_out = {key for key, value in (extra_body or {}).items() if value is None}  # as chat_body
                 stream = client.chat.completions.create(  # type: ignore[call-overload]
                     model=model if route is None else route.model,
                     messages=list(messages),
                     max_tokens=max_tokens,
                     stream=True,
-                    stream_options={"include_usage": True},
-                    extra_body=extra_body,
+                    stream_options=openai.NOT_GIVEN if "stream_options" in left_out else {"include_usage": True},
+                    extra_body={k: v for k, v in (extra_body or {}).items() if k not in left_out} or None,
                 )
                 result.http_status = 200
                 attempt.header = stream.response.headers.get

@@ -78,7 +78,8 @@ def synthetic_text(tokens: int, rng: random.Random) -> str:
 
 
 def chat_body(model: str, messages: Sequence[Message], max_tokens: int, extra: dict[str, Any] | None = None) -> bytes:
-    """The JSON body of a streamed chat completion that asks for a final ``usage`` chunk; ``extra`` is merged in."""
+    """The JSON body of a streamed chat completion that asks for a final ``usage`` chunk; ``extra`` is merged in, and
+    its ``null`` fields are left out (``{"stream_options": null}`` for a server that refuses the field)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": list(messages),
@@ -86,8 +87,11 @@ def chat_body(model: str, messages: Sequence[Message], max_tokens: int, extra: d
         "stream": True,
         "stream_options": {"include_usage": True},
     }
-    if extra:
-        body.update(extra)
+    for key, value in (extra or {}).items():
+        if value is None:
+            body.pop(key, None)
+        else:
+            body[key] = value
     return orjson.dumps(body)
 
 

@@ -159,6 +159,16 @@ SCENARIOS = {
         for user, (lf, path) in PATHS.items()
     },
     "preflight-retry-after": ("retry-after-first:2", (), LOCUSTFILE, "4s"),
+    "no-stream-options-refused": ("no-stream-options", (), LOCUSTFILE, "3s"),
+    **{
+        f"no-stream-options-{user}": (
+            "no-stream-options",
+            ("--extra-body", '{"stream_options": null}', "--fast-path", path),
+            lf,
+            "3s",
+        )
+        for user, (lf, path) in PATHS.items()
+    },
 }
 AT_ONCE = 7
 """Scenario runs made at the same time: each is 2 users against a server of its own that answers at once, mostly
@@ -207,6 +217,23 @@ def test_valid_but_unusual_streams_work(ran, mode, path):
     (row,) = read_csv(tmp_path / "run_llm_steps.csv")
     assert int(row["errors"]) == 0 and int(row["ok"]) > 0 and int(row["protocol_errors"]) == 0
     assert int(row["completion_tokens"]) == 3 * int(row["ok"])
+
+
+def test_a_server_refusing_stream_options_stops_the_run_and_a_null_extra_body_field_leaves_it_out(ran):
+    proc, _, _, _ = ran["no-stream-options-refused"]
+    assert proc.returncode == 2 and "HTTP 400" in one_line_error(proc) and "stream_options" in proc.stderr
+
+
+@pytest.mark.parametrize("user", PATHS)
+def test_with_stream_options_left_out_every_user_runs_and_counts_its_tokens(ran, user):
+    """``--extra-body '{"stream_options": null}'``: the field is not sent, so the server sends no usage and the
+    tokens are counted from the chunks (three each), marked estimated."""
+    proc, tmp_path, served, _ = ran[f"no-stream-options-{user}"]
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    (row,) = read_csv(tmp_path / "run_llm_steps.csv")
+    assert int(row["ok"]) > 0 and int(row["errors"]) == 0 and row["tokens_estimated"] == "True"
+    assert int(row["completion_tokens"]) == 3 * int(row["ok"])
+    assert served["requests"] > int(row["ok"])  # the preflight and the warm-up's requests too, none refused
 
 
 @pytest.mark.parametrize("user", PATHS)

@@ -15,6 +15,8 @@ Modes:
 - ``retry-after:VALUE``: 429 with ``Retry-After: VALUE`` for every request;
 - ``retry-after-first:VALUE``: 429 with ``Retry-After: VALUE`` for the first request (the preflight), then ``ok``;
 - ``http500``, ``http502``: that status at once, for every request;
+- ``no-stream-options``: HTTP 400 for a body with ``stream_options`` (as servers that do not know the field answer),
+  else three tokens and ``[DONE]``, with no usage;
 - ``mixed``: after the first request (``ok``, the preflight), each in turn: ``ok``, a 500, a reset mid-stream, a
   malformed chunk, no ``[DONE]`` after a finish_reason, ``ok`` and then the connection closed although kept alive,
   an event of 1.5 MiB in one chunk, a stall after the first token (longer than the run's request timeout);
@@ -69,9 +71,17 @@ MIXED = ("ok", "http500", "cut", "malformed", "no-done", "close", "huge", "stall
 HUGE = b'data: {"choices":[{"index":0,"delta":{"content":"' + b"x" * (3 << 19) + b'"},"finish_reason":null}]}\n\n'
 
 
-async def answer(mode: str, key: bytes, writer: asyncio.StreamWriter) -> bool:
-    """Answer one request; False when the connection must be dropped."""
+async def answer(mode: str, key: bytes, writer: asyncio.StreamWriter, body: bytes = b"") -> bool:
+    """Answer one request (its ``body``); False when the connection must be dropped."""
     name, _, arg = mode.partition(":")
+    if name == "no-stream-options":
+        if b'"stream_options"' in body:
+            error = b'{"error": {"message": "Unrecognized request argument supplied: stream_options"}}'
+            writer.write(_response("400 Bad Request", "application/json", error))
+        else:
+            await _stream(writer, [TOKEN, TOKEN, TOKEN, FINISH, DONE])
+        await writer.drain()
+        return True
     ok = [TOKEN, TOKEN, TOKEN, USAGE, DONE]
     if name.startswith("metrics-"):
         name = "ok"
@@ -167,7 +177,7 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
                     length = int(value)
                 if name.lower() == b"authorization":
                     auth = value.strip()
-            await reader.readexactly(length)
+            body = await reader.readexactly(length)
             if head.startswith(b"GET /seen"):
                 writer.write(_response("200 OK", "application/json", json.dumps(SEEN).encode()))
                 await writer.drain()
@@ -179,7 +189,7 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
             SEEN["requests"] += 1
             SEEN["times"].append(time.monotonic())
             SEEN["auth"].append(auth.decode())
-            if not await answer(mode, auth.split(b" ", 1)[-1], writer):
+            if not await answer(mode, auth.split(b" ", 1)[-1], writer, body):
                 return
     except (asyncio.IncompleteReadError, ConnectionError):
         pass

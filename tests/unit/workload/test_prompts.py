@@ -123,3 +123,11 @@ def test_a_rows_max_tokens_wins_and_extra_body_is_merged(tmp_path):
     body = json.loads(workload.body("m2", messages, max_tokens))
     assert body["model"] == "m2" and body["route"] == {"x": 1} and body["stream"] is True
     assert body["stream_options"] == {"include_usage": True}
+
+
+def test_a_null_field_of_the_extra_body_is_left_out_of_the_request():
+    """For a server that refuses ``stream_options`` (``--extra-body '{"stream_options": null}'``): the field goes, the
+    others stay, and a field the body does not have is no error."""
+    workload = Workload(extra_body={"stream_options": None, "top_k": 20, "absent": None})
+    body = json.loads(workload.body("m", [{"role": "user", "content": "hi"}], 8))
+    assert "stream_options" not in body and "absent" not in body and body["top_k"] == 20 and body["stream"] is True
