@@ -1,17 +1,11 @@
 """Generators run *at the same time*, pinned to one core, each against its own model of one pacing simulator.
 
-On the project's shared 2-core VM, runs one after the other move a generator's CPU per token by 10-20 % (the host,
-the caches), more than the margins the ``[perf]`` goals leave. Run at once on one core, whatever the machine does in
-the window it does to every generator in it, so the ratio of their CPU per token is steady to a per cent or two.
-``bench/pair.py`` compares two versions of locust-llm this way, and ``bench/generator.py`` judges its CPU goal
-(locust-llm against each floor) this way by default.
-
-Sharing a core could favour one of them if it changed how many tokens each gets per wake-up (a generator that reads
-more sockets per poll pays less per token). So every window also counts each generator's wake-ups: the voluntary
-context switches of its main thread (each a poll that slept), per 100 tokens, to compare with the same figure of the
-generator run alone (``bench/generator.py`` prints both). On 2026-12-03, at 256 streams of 64 tokens each, locust-llm
-woke 17.4-17.7 times per 100 tokens at once and 16.5-16.9 alone, the uvloop floor 18.4-18.5 and 17.0-19.1; the ratio at
-once was 1.512-1.518 over three pairs, the ratios alone 1.41, 1.59 and 2.01 (docs/performance.md).
+Runs one after the other on a shared machine move a generator's CPU per token by 10-20 %, more than the margins of
+the CPU goals; run at once on one core, whatever the machine does in the window it does to every generator in it,
+so the ratio of their CPU per token is steady to a per cent or two. ``bench/pair.py`` compares two versions of
+locust-llm this way, and ``bench/generator.py`` judges its CPU goal this way by default. Sharing a core could favour
+one if it changed how many tokens each gets per wake-up, so every window also counts each generator's wake-ups per
+100 tokens, to compare with the same generator alone (docs/performance.md, "How the bench judges a goal").
 """
 
 from __future__ import annotations

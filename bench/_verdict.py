@@ -1,39 +1,13 @@
 """The generator bench's verdicts: a goal is met, NOT met, or UNSURE, from paired runs whose server kept up.
 
-``bench/generator.py`` runs each generator once per repeat, one after the other, against a fresh pacing server, so
-the i-th run of one generator and the i-th run of another were measured minutes apart on the same machine: they
-form a pair. Rules (each a pure function, tested in ``bench/tests/test_verdict.py``):
-
-- **Disturbed runs.** A run whose pacing server fell behind, writing more than :data:`SERVER_BEHIND_PCT` % of the
-  window's tokens over 5 ms late (the simulator's own rule for when its timing stops being ground truth,
-  ``BehindWatch`` in ``locust_llm/sim/replicas.py``), was disturbed: its stalls turn a steady stream of tokens into
-  bursts, which change what a token costs a generator and how late it reads it. A pair with a disturbed run is
-  left out of every verdict. (Until 2026-12-02 the rule was a lateness p99 over 3 ms, when the errors were
-  measured against the schedule and so carried the server's lateness; on this project's shared VM, whose host
-  takes ~8 % of each core, that left out almost every run at 256 and 512 streams.)
-- **Accuracy against what was sent.** A generator's error is its p99 minus the p99 of what the server delivered
-  (its ``delivered_ms``, stamped as each write returned), so the server's lateness is in neither side. A TTFT
-  comparison against a budget of ``b`` ms is still judged only on a pair whose servers were late by amounts within
-  ``b`` of each other (their p99s): a server stalled when a request arrives delays the client's TTFT, but the
-  server stamps the request only when it reads it. ITL has no such part.
-- **The verdict.** ``met`` when every pair judged meets the goal, ``NOT met`` when none does, ``UNSURE`` when the
-  pairs disagree (the machine's noise is larger than the margin) or when no pair is left to judge.
-- **The CPU goal at once.** ``bench/generator.py`` judges the CPU goal against a floor from pairs run at the same time
-  on one core (bench/_at_once.py), which a shared machine disturbs alike. A pair is judged only when neither
-  generator's server fell behind and each read about as it reads alone (:func:`reads_alike`: wake-ups per token within
-  :data:`WAKEUPS_ALIKE` of its runs alone); one pair decides only outside :data:`AT_ONCE_NOISE` of the goal. When no
-  pair is left, the goal is judged from the runs alone.
-- **Per request and per token** (:func:`split_cost`). Run at two answer lengths or more (``--max-tokens 64,256``),
-  a generator's CPU per token is ``a + b / T`` for ``T`` tokens per answer: ``a`` what each token costs (its read),
-  ``b`` what each request costs beyond its tokens (the user's work, the request, its head and the stream's first and
-  last reads, the recording), fitted by least squares over the median of each length's undisturbed runs. What tells
-  the two apart is how the cost moves with ``T``, so the lengths should be far apart (4x), and the fit is given only
-  when at least two lengths were measured.
-- **One pair** decides only outside the noise of a single run (``alone_unsure``, marked "one pair"): single runs on
-  a shared machine vary by 10-20 %, and on 2026-12-01 two single runs of the same code at 256 streams gave a CPU
-  ratio of 1.48 ("met") and 1.63 ("NOT met"), and TTFT p99 errors 0.00 and +4.35 ms above the floor's. So a CPU
-  ratio within :data:`SINGLE_RUN_NOISE` of its goal is ``UNSURE``, and one pair never decides an accuracy goal
-  (its noise, several ms, is larger than the budgets): run ``--repeat 3``.
+``bench/generator.py`` runs each generator once per repeat; the i-th runs of two generators form a pair. Each rule is
+a pure function here, tested in ``bench/tests/test_verdict.py``: a run whose pacing server fell behind (over
+:data:`SERVER_BEHIND_PCT` % of its tokens 5 ms late) is disturbed and its pairs left out; accuracy is judged against
+what the server delivered, a TTFT budget only on pairs whose servers were late alike; a goal is ``met`` when every
+pair judged meets it, ``NOT met`` when none does, ``UNSURE`` otherwise or with no pair left. The CPU goal is judged
+at once (:func:`reads_alike`, :data:`AT_ONCE_NOISE`); one pair decides only outside :data:`SINGLE_RUN_NOISE`, and
+never an accuracy goal; :func:`split_cost` fits ``a + b / T`` per token over two answer lengths or more. Each rule in
+full, and why: docs/performance.md, "How the bench judges a goal".
 """
 
 from __future__ import annotations

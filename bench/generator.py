@@ -1,37 +1,17 @@
-"""Generator accuracy and cost: locust-llm's user vs a minimal asyncio + aiohttp client, on one core.
+"""Generator accuracy and cost: locust-llm's user against a minimal asyncio + aiohttp client and three floors.
 
     python bench/generator.py [--streams 128,256,512] [--seconds 25] [--max-tokens 64[,256]] [--tls] [--turns 4]
-                              [--repeat 3]
+                              [--repeat 3] [--generators ...] [--cpu at-once|alone]
 
-A pacing server with known TTFT (200 ms) and ITL (20 ms) — the simulator's pacing engine — runs on one core; the
-generator under test runs alone on the other. For each stream count it prints, side by side from one run, the
-error of the measured TTFT/ITL p50/p99 against the truth and the generator CPU per streamed token, for (a)
-locust-llm's ChatStreamUser with full recording (Locust events, per-step histograms) and (b) the reference
-client (bench/aiohttp_client.py), and (c) the floor, a bare asyncio ``Protocol`` that splits events on blank
-lines (bench/raw_client.py, plain HTTP only), on uvloop (``raw``, the physical floor) and on asyncio's own loop
-(``raw-asyncio``, the floor as the ``[perf]`` issue measured it), and on gevent's loop (``raw-gevent``,
-bench/raw_gevent_client.py: what Locust's event loop alone costs). It prints the goals next to the figures:
-CPU per token <= 1.5x each floor; TTFT p99 error <= the floor's + 1 ms and ITL p99 error <= the floor's + 0.6 ms,
-each judged over the runs paired by repeat: met, NOT met or UNSURE (bench/_verdict.py; a run whose pacing server
-fell behind is left out; a single pair decides only outside one run's noise, so use --repeat 3). The CPU goal
-against a floor is judged from pairs run *at once* (``--cpu at-once``, the default): once per repeat, locust-llm and
-the floor run at the same time on the generator's core, each with the same streams against its own model of one
-pacing server (bench/_at_once.py), which holds their ratio to a per cent or two where runs one after the other move
-it by 10-20 %; the ratio of the runs alone is printed for information. The accuracy goals
-compare errors against what the server actually delivered (``*_vs_sent_ms``: a generator's p99 minus the p99 of the
-TTFT and ITL the server measured as its writes returned, ``/sim/stats`` ``delivered_ms``), so the server's own
-lateness is in neither; the ``*_err_ms`` columns are against the schedule (TTFT 200 ms, ITL 20 ms).
-``server_steal_pct``: the share of the server's core the host took in the window (``steal`` in /proc/stat), which is
-what makes a server on a shared VM fall behind; ``steal_pct``: the same for the generator's core, whose stalls are in
-the generator's errors (the floor's too, when its run had them).
-CPU is read from /proc over the steady window (after the warm-up). With
-``--tls`` each also runs over HTTPS (the server's certificate from its own CA, trusted with ``--ca-bundle``), so
-the cost of decrypting every token record shows against plain HTTP and against the reference over TLS. With
-``--turns N`` locust-llm also runs as conversations of N turns (each resending the history, the reply kept from
-the stream): its CPU per token against the single-turn run's, from the same run (goal <= 1.05).
-With two answer lengths or more (``--max-tokens 64,256``) every generator runs at each, the goals are judged at
-each, and each generator's CPU is split into what a token costs and what a request costs beyond its tokens
-(bench/_verdict.py ``split_cost``): where a gap to the floor comes from.
+A pacing server with known TTFT (200 ms) and ITL (20 ms) runs on one core, each generator alone on the other. Per
+stream count it prints, side by side from one run, each generator's TTFT/ITL p50/p99 errors (against what the
+server delivered, ``*_vs_sent_ms``, and against the schedule, ``*_err_ms``) and CPU per streamed token, for
+``ChatStreamUser`` with full recording, the reference (bench/aiohttp_client.py) and the floors (bench/raw_client.py
+on uvloop and asyncio, bench/raw_gevent_client.py on gevent). The goals are printed met, NOT met or UNSURE
+(bench/_verdict.py): CPU per token <= 1.5x each floor, judged from pairs run at once (bench/_at_once.py); TTFT p99
+error <= the floor's + 1 ms; ITL p99 error <= the floor's + 0.6 ms. ``--tls`` also runs over HTTPS, ``--turns N``
+as conversations (goal <= 1.05x the single turn), and two answer lengths split CPU into per-token and per-request
+parts. What each column means and the current figures: docs/performance.md, "The generator".
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
     python bench/histogram.py [--samples 200000] [--precisions 7,10]
 
-For each precision (linear bits; 7 was wave 1's, 10 is the default) it records the same samples, drawn like a
+For each precision (linear bits; 10 is the default) it records the same samples, drawn like a
 512-stream step at TTFT 200 ms / ITL 20 ms (ITLs of 20 ms + a few ms of jitter, TTFTs of 200 ms + queueing), and
 prints, from one run: the CPU per ``record`` call (the per-token cost), per ``quantile`` call (every step end and
 web UI refresh), the worker wire form's size for one step, the number of buckets held, and the worst p50/p99

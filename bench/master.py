@@ -2,18 +2,12 @@
 
     python bench/master.py [--workers 10,100,500] [--users 512] [--repeat 3] [--recorded FILE] [--real 8]
 
-It records every report of one real run (a worker process of ``--users`` users against the embedded batching
-simulator, two steps; ``bench/master_record_locustfile.py``), then feeds them to a master :class:`Collector` as W
-workers would send them: one report per worker every 3 s (Locust's report interval), each worker under its own id.
-Per W it prints the bytes per report (msgpack, as Locust sends it), the master's CPU per report (unpacking and
-merging), its CPU per second (W / 3 reports plus the once-a-second work: the health sample and one build of the
-per-step rows, a live page's refresh), the time to build the rows at the end and the memory the collector holds
-(tracemalloc, a pass of its own). The reference, measured in the same run on the same reports: Locust's own master
-handling of its statistics part. Goals (issue [scale]): locust-llm's share of one master core under 20 % at 100
-workers and under 100 % at 500. A share within 20 % of its goal in any repeat is UNSURE (one process's CPU time on
-a shared machine; bench/_verdict.py's SINGLE_RUN_NOISE). ``--real N`` checks the replay against a real run: N
-worker processes (``--processes N``), whose master timed its own merge of each report; the bench replays the same
-reports and prints both CPU figures per report.
+It records every report of one real worker run (``bench/master_record_locustfile.py``), then feeds them to a master
+:class:`Collector` as W workers would send them, one report per worker every 3 s. Per W it prints the bytes and the
+master's CPU per report, its CPU per second (with the once-a-second work), the time to build the rows at the end and
+the memory the collector holds, against Locust's own handling of the same reports. Goals: under 20 % of a core at 100
+workers and under 100 % at 500; within 20 % of a goal is UNSURE. ``--real N`` checks the replay against a real run
+of N worker processes. Figures: docs/kubernetes.md, "Sizing a fleet".
 """
 
 from __future__ import annotations

@@ -2,20 +2,12 @@
 
     python bench/pair.py [--a HEAD] [--b .] [--streams 128] [--pairs 4] [--seconds 22] [--tokens 64]
 
-Runs one after the other on a shared VM vary by 10-20 % (the host, the caches, the clock), so a change worth a few per
-cent needs many of them to show. Here each pair runs A and B *at the same time*, both ``ChatStreamUser`` (full
-recording, default settings) pinned to the same core, each with ``--streams`` streams against its own model of one
-pacing simulator (TTFT 200 ms, a token every 20 ms, ``--tokens`` per answer) on the other core: whatever the machine
-does in the window, it does to both. For each pair it prints A's and B's CPU per token (user + system CPU from /proc
-over the steady window, divided by the tokens the simulator sent that model) and B / A, then the median and every
-pair's ratio. The models swap between pairs, and so does which starts first. Run A against itself
-(``--a HEAD --b HEAD``) to see the method's noise: on the project's 2-core VM (2026-12-03) four pairs gave 1.005-1.019,
-against 0.914-0.935 for a change worth 8 %.
-
-``--a`` and ``--b``: a directory holding a checkout of locust-llm (``.``: this one, with its uncommitted changes), or a
-git revision of this repository, checked out into a temporary worktree that is removed at the end. Each generator
-imports locust-llm from its own directory (``PYTHONPATH``); Locust, gevent and the rest are this environment's.
-Needs two cores (the simulator's and the generators'), ``taskset`` and Linux's /proc.
+Each pair runs A and B at the same time, both ``ChatStreamUser`` pinned to one core, each with ``--streams`` streams
+against its own model of one pacing simulator on the other core: whatever the machine does in the window, it does to
+both. It prints each pair's CPU per token of A and B and B / A, then the median; the models swap between pairs, and
+so does which starts first. ``--a``/``--b``: a checkout's directory (``.``: this one) or a git revision, checked out
+into a temporary worktree removed at the end. Needs two cores, ``taskset`` and Linux's /proc. A against itself gives
+the method's noise: docs/performance.md, "How the bench judges a goal".
 """
 
 from __future__ import annotations

@@ -2,28 +2,13 @@
 
     python bench/sim_bench.py [--streams 128,512,1024] [--seconds 10] [--sched auto|fifo|normal]
 
-For each stream count, the simulator (one batching engine, a cache large enough that nothing queues, 20 ms
-decode steps) runs pinned to one core and a plain asyncio client (bench/stream_client.py) on another. The
-reference is the naive design measured in the same run: one coroutine with its own timer per stream
-(bench/ref_server.py). Lateness = |when a token was written - when it was due| (the simulator centres a step's
-writes on its end, so some go out early: ``early_p99_ms``). The goals are printed next to the figures: lateness p99
-<= 1 ms at 128 streams and <= 3 ms at 512, with CPU per token <= the reference's. ``server_steal_pct`` is the share
-of the server's core the host took in the window (``steal`` in /proc/stat): on a shared VM it comes in stalls of
-milliseconds, which make any server late, and says when a NOT met is the machine's.
-
-Before each stream count, the **ideal writer** (:func:`ideal_writer`) measures what the simulator's design could
-reach on this machine now: its placement rule with nothing else in the process, bare sends to as many loopback
-connections. A goal below its lateness p99, or below the bound its write cost sets (:func:`write_bound_ms`), is out
-of reach here, and the verdict says so, with the simulator's p99 as a multiple of the ideal's (the part its own
-overhead adds). On 2026-12-02 the ideal writer's p99 on this project's VM ranged over 0.76-2.3 ms at 128 streams
-and 2.7-5.7 ms at 512 from one hour to the next: the machine decides whether a goal can be met.
-
-``--sched`` (default ``auto``: ``fifo`` where this user may, else ``normal``) says how both servers and the ideal
-writer run: ``fifo`` is the simulator's ``--realtime`` (SCHED_FIFO priority 1, ``locust_llm/sim/realtime.py``; the
-reference and the ideal writer get the same), so that the kernel's own threads cannot take the server's core in the
-middle of a step's writes. ``server_wait_pct`` is the share of the window the server was ready to run while another
-task had its core (``/proc/PID/schedstat``): it stays near 0 under ``fifo``, and under ``normal`` it says how much
-of a NOT met was the machine's.
+The simulator (one batching engine in lock step, 20 ms decode steps) runs pinned to one core, a plain asyncio client
+(bench/stream_client.py) on another; the reference is a timer-per-stream server (bench/ref_server.py) in the same
+run, and the *ideal writer* (:func:`ideal_writer`) the least the design can reach on this machine now. Lateness =
+``|written - due|`` per token. Goals: p99 <= 1 ms at 128 streams and <= 3 ms at 512, CPU per token <= the
+reference's; a goal the ideal writer misses too is out of reach here, and says so. ``--sched fifo`` runs the servers
+under SCHED_FIFO (``--realtime``). ``server_steal_pct`` and ``server_wait_pct`` say how much of a NOT met was the
+machine's. Figures: docs/performance.md, "The simulator's timing".
 """
 
 from __future__ import annotations

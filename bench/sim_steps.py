@@ -2,19 +2,12 @@
 
     python bench/sim_steps.py [--streams 512] [--seconds 12] [--sched auto|fifo|normal]
 
-Runs the simulator as ``bench/sim_bench.py`` does (one batching engine in lock step, 20 ms decode steps, pinned to
-one core; ``bench/stream_client.py`` on another) with every step traced: when it was due, when its alarm was planned,
-when its chunks were made, the instant its writes were to begin (a precise start, ``locust_llm/sim/timing.py``),
-when the first began and the last ended, and how many tokens it wrote. For the steps of the window after the
-warm-up that wrote at least half the streams, it prints how many started precisely and how many of those began
-over 50 us late; the distribution of how early the first write went, how late the last, the wake delay (planned
-instant to made: the alarm's wake-up, the engine's step and the chunks' making), the time from made to the first
-write (the loop free, then a spin), the start error (first write less its instant) and the cost per write; then
-the token lateness p50/p90/p99 reconstructed from the trace (each step's tokens spread evenly over its writes) as
-it was, and as it would be if every step's writes began exactly at the due time less half the span the median
-cost per write of the previous :data:`~locust_llm.sim.timing.WINDOW` steps expects, with the same spans. Beside
-them, ``/sim/stats``' own lateness over the same window, and the simulator's scheduling (``--sched``, as
-``bench/sim_bench.py``'s) and the share of the window it was ready while another task had its core.
+Runs the simulator as ``bench/sim_bench.py`` does, with every step traced: when it was due, its alarm, when its
+chunks were made, the instant its writes were to begin (``locust_llm/sim/timing.py``), its first and last write and
+its tokens. For the steady window's full steps it prints how many started precisely, how early the first write went
+and how late the last, the wake delay, the start error and the cost per write; then the token lateness rebuilt from
+the trace, as it was and with a perfect start, beside ``/sim/stats``' own and the share of the window the simulator
+waited for its core.
 """
 
 from __future__ import annotations

@@ -2,19 +2,13 @@
 
     python bench/turn_lag.py [--streams 128,256,512] [--seconds 25] [--tls]
 
-A pacing server (TTFT 200 ms, ITL 20 ms, every stream's token due at one instant, as a batching server's decode step
-makes them) runs on one core and ``ChatStreamUser`` with full recording on the other. Every pumped read is stamped
-with the moment the loop's poll returned (``locust_llm/http/pump.py``: the rule where the kernel gives no receive
-time, which the probe turns off); a probe
-(bench/turn_probe_locustfile.py) notes, at each read, how long after that moment the read ran. That delay is what
-the stamp of each token would have been late by had it been stamped when its callback ran, measured on the same
-reads in the same run: the reads before it in the turn, and any timer's greenlet due in the turn. The table gives
-its percentiles over the steady window; the lateness it removes added to a TTFT or ITL p99 error wherever a
-token's read sat late in a long turn.
-
-With ``--tls`` the server speaks HTTPS (``sim --tls``, trusted with ``--ca-bundle``): each stream's greenlet reads
-and decrypts its own socket when woken (no pump), and every read it waited for is stamped with the start of the
-turn it was woken in; the table then gives how long after that start each such stamp was taken.
+A pacing server (every stream's token due at one instant, as a decode step makes them) runs on one core and
+``ChatStreamUser`` on the other, its pumped reads stamped with the moment the loop's poll returned
+(``locust_llm/http/pump.py``); a probe (bench/turn_probe_locustfile.py) notes at each read how long after that moment
+it ran: how late its stamp would have been had it been taken when its callback ran. It prints those delays'
+percentiles over the steady window. ``--tls``: the greenlet of each stream reads its own socket, and a read it waited
+for is stamped with the start of the turn it was woken in; the table then gives how long after that start each
+stamp was taken.
 """
 
 from __future__ import annotations

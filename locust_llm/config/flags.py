@@ -40,6 +40,7 @@ from locust_llm.config.parsers import (
     parse_warmup,
 )
 from locust_llm.protocol.retry import POLICIES
+from locust_llm.reports.compare import Thresholds
 from locust_llm.workload.prompts import (
     PromptError,
     load_prompt_file,
@@ -181,24 +182,30 @@ REPORT_FLAGS: tuple[Flag, ...] = (
 )
 """Flags shared by runs and ``locust-llm report``."""
 
+_GATE = Thresholds()  # the gate's defaults, defined once there
+
 GATE_FLAGS: tuple[Flag, ...] = tuple(
-    Flag(name, default, f"Regression gate: {text}", _env(name), parse_number, "gate", web_ui=False)
+    Flag(name, f"{default:g}", f"Regression gate: {text}", _env(name), parse_number, "gate", web_ui=False)
     for name, default, text in (
-        ("--max-knee-drop-steps", "1", "allowed fall of the knee, in steps."),
-        ("--max-knee-drop-pct", "10", "allowed fall of the knee, in percent."),
-        ("--max-p99-rise-pct", "15", "allowed rise of p99 TTFT/ITL at a step."),
-        ("--min-ttft-rise-ms", "20", "p99 TTFT rises below this never count."),
-        ("--min-itl-rise-ms", "2", "p99 ITL rises below this never count."),
-        ("--max-error-rate-rise-pp", "0.5", "allowed rise of the error rate, percentage points."),
+        ("--max-knee-drop-steps", _GATE.knee_drop_steps, "allowed fall of the knee, in steps."),
+        ("--max-knee-drop-pct", _GATE.knee_drop_pct, "allowed fall of the knee, in percent."),
+        ("--max-p99-rise-pct", _GATE.p99_rise_pct, "allowed rise of p99 TTFT/ITL at a step."),
+        ("--min-ttft-rise-ms", _GATE.min_ttft_rise_ms, "p99 TTFT rises below this never count."),
+        ("--min-itl-rise-ms", _GATE.min_itl_rise_ms, "p99 ITL rises below this never count."),
+        ("--max-error-rate-rise-pp", _GATE.error_rate_rise_pp, "allowed rise of the error rate, percentage points."),
         (
             "--max-throughput-drop-pct",
-            "10",
+            _GATE.throughput_drop_pct,
             "allowed fall of output tok/s (the peak, and at each shared step), percent.",
         ),
-        ("--max-knee-p99-factor", "3", "at the baseline's knee step, p99 may grow to this many times the baseline's."),
+        (
+            "--max-knee-p99-factor",
+            _GATE.knee_p99_factor,
+            "at the baseline's knee step, p99 may grow to this many times the baseline's.",
+        ),
         (
             "--gate-confidence",
-            "0.99",
+            _GATE.share_confidence,
             "a rise of the error rate counts only beyond sampling noise at this confidence (one-sided "
             "two-proportion test; 0.5 to 0.9999).",
         ),
@@ -241,7 +248,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--extra-body",
         None,
-        'JSON object merged into each request body, e.g. \'{"route": {"fallback": ["m2"]}}\'.',
+        'JSON object merged into each request body, e.g. \'{"route": {"fallback": ["m2"]}}\'; a null field is left '
+        "out.",
         "LOCUST_LLM_EXTRA_BODY",
         parse_json_object,
         "endpoint",
@@ -552,8 +560,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--warmup",
         "auto",
-        "Kept apart after each step change: a duration (5s), a share of the step (10%), or auto = max(5 s, 10%), at "
-        "most half the step.",
+        "Kept apart after each step change: a duration (5s), a share (10%) or auto: max(5 s, 10%, the last step's "
+        "E2E p90), at most half the step.",
         "LOCUST_LLM_WARMUP",
         parse_warmup,
         "steps",

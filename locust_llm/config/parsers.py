@@ -99,7 +99,9 @@ def parse_steps(text: str, flag: str = "--steps") -> tuple[int, ...]:
 class Warmup:
     """How long samples after a step change are kept apart: ``auto``, a fixed time, or a share of the step.
 
-    - auto: ``min(max(5 s, 10 % of the step), half the step)``;
+    - auto: ``min(max(5 s, 10 % of the step), half the step)``, stretched at each step change to cover the previous
+      step's E2E p90, still at most half the step (``measure.health.warmup_for``; docs/methodology.md, "Steps,
+      warm-up and drain");
     - fixed ``seconds_s``: at most the whole step;
     - ``share`` (0..1) of the step.
     """

@@ -1,4 +1,4 @@
-"""Run by tests/unit/runtime/test_gc_settings.py in its own process (Locust monkey-patches on import): what the garbage
+"""Run by tests/unit/test_plugin_gc.py in its own process (Locust monkey-patches on import): what the garbage
 collector walks before, during and after a test, with locust-llm's listeners installed; prints one JSON line."""
 
 from __future__ import annotations

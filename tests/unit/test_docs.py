@@ -67,20 +67,38 @@ def test_each_flag_has_a_one_line_help(flag):
     assert "\n" not in flag.help and 0 < len(flag.help) <= HELP_LIMIT, (flag.name, len(flag.help))
 
 
-REFERENCE = re.compile(r"docs/([\w-]+\.md)(?:#([\w-]+)|, \"([^\"]+)\")?")
-"""``docs/page.md``, ``docs/page.md#anchor`` or ``docs/page.md, "Heading"``, as code and messages cite the docs."""
+REFERENCE = re.compile(r"(docs/[\w-]+\.md|README(?:\.md)?)(?:#([\w-]+)|, \"([^\"]+)\")?")
+"""``docs/page.md``, ``docs/page.md#anchor`` or ``docs/page.md, "Heading"`` (and the same of ``README``), as code,
+comments and messages cite the docs."""
+
+LINK = re.compile(r"\]\(([\w-]+\.md)(?:#([\w-]+))?\)")
+"""A link from one docs page to another, ``[text](page.md#anchor)``: it must resolve where the page is read (in the
+repository as on the site), so not to the site's generated ``index.md``."""
+
+REPO_PATH = re.compile(
+    r"(?<![\w/.-])((?:locust_llm|tests|bench|k8s|docs|examples|baselines|\.github|\.ci)/(?:[\w.-]+/)*[\w-]+\.\w+)\b"
+)
+"""A file of the repository named by its path from the root (``bench/search:`` in a message is no file)."""
+
+
+def sources() -> list[Path]:
+    """Everything that may cite the docs or a file: code, tests, benches, pages, README, manifests and workflows."""
+    found = [*ROOT.glob("locust_llm/**/*.py"), *ROOT.glob("bench/**/*.py"), *ROOT.glob("tests/**/*.py")]
+    found += [*PAGES, ROOT / "README.md", *ROOT.glob("k8s/**/*.yaml"), *ROOT.glob(".github/workflows/*.yml")]
+    return [path for path in found if path != Path(__file__).resolve()]
 
 
 def references() -> list[tuple[str, str, str | None, str | None]]:
-    sources = [*ROOT.glob("locust_llm/**/*.py"), *ROOT.glob("bench/**/*.py"), *ROOT.glob("tests/**/*.py")]
-    sources += [*PAGES, ROOT / "README.md", *ROOT.glob("k8s/**/*.yaml"), *ROOT.glob(".github/workflows/*.yml")]
     found = []
-    for path in sources:
-        if path == Path(__file__).resolve():
-            continue
-        for m in REFERENCE.finditer(path.read_text(encoding="utf-8")):
+    for path in sources():
+        text = path.read_text(encoding="utf-8")
+        for m in REFERENCE.finditer(text):
             title = m.group(3) and re.sub(r"\s*\n\s*(#\s*)?", " ", m.group(3))  # a title wrapped in code or a comment
-            found.append((str(path.relative_to(ROOT)), m.group(1), m.group(2), title))
+            target = "README.md" if m.group(1).startswith("README") else m.group(1)
+            found.append((str(path.relative_to(ROOT)), target, m.group(2), title))
+        if path.parent == DOCS:
+            source = str(path.relative_to(ROOT))
+            found += [(source, f"docs/{m.group(1)}", m.group(2), None) for m in LINK.finditer(text)]
     return found
 
 
@@ -89,16 +107,41 @@ def test_every_reference_to_a_page_or_section_resolves():
     assert len(refs) > 20  # the code cites the docs: this test reads something
     broken = []
     for source, page, anchor, title in refs:
-        path = DOCS / page
+        path = ROOT / page
         if not path.is_file():
-            broken.append(f"{source}: docs/{page} does not exist")
+            broken.append(f"{source}: {page} does not exist")
             continue
         titles = headings(path)
         if anchor and anchor not in {slug(t) for t in titles}:
-            broken.append(f"{source}: docs/{page}#{anchor}: no such heading")
+            broken.append(f"{source}: {page}#{anchor}: no such heading")
         if title and not any(re.match(re.escape(title) + r"\b", t) for t in titles):  # the heading, or its start
-            broken.append(f'{source}: docs/{page}, "{title}": no such heading')
+            broken.append(f'{source}: {page}, "{title}": no such heading')
     assert not broken, "\n".join(broken)
+
+
+def test_every_file_of_the_repository_named_exists():
+    """A path from the repository's root (a module, a test, a manifest, a page) names a file or folder it has;
+    ``{...}`` and ``*`` stand for names made at run time, and ``.ci/bin/`` is made by CI."""
+    missing = []
+    for path in sources():
+        for cited in REPO_PATH.findall(path.read_text(encoding="utf-8")):
+            if "{" in cited or "*" in cited or cited.startswith(".ci/bin") or (ROOT / cited).exists():
+                continue
+            missing.append(f"{path.relative_to(ROOT)}: {cited}")
+    assert not missing, "\n".join(missing)
+
+
+def test_the_reference_rules_catch_a_stale_pointer():
+    """The patterns above read the forms that went stale before: a YAML comment naming a README heading, a link to
+    the site's generated page, a test support module naming a test file."""
+    assert REFERENCE.search('# the baseline (README, "Nightly capacity tests").').groups()[::2] == (
+        "README",
+        "Nightly capacity tests",
+    )
+    assert LINK.search("([Exit codes](index.md#exit-codes))").groups() == ("index.md", "exit-codes")
+    assert REPO_PATH.findall("Run by tests/unit/runtime/test_gc_settings.py in its own process") == [
+        "tests/unit/runtime/test_gc_settings.py"
+    ]
 
 
 def test_the_readme_is_short_and_points_into_the_docs():

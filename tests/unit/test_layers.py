@@ -185,10 +185,17 @@ def _module_docstrings():
         yield name, ast.get_docstring(ast.parse(path.read_text())) or ""
 
 
+def _bench_docstrings():
+    """The benches and their tests: held to the same rules as the package, but the word budget."""
+    for path in sorted([*(ROOT / "bench").glob("*.py"), *(ROOT / "bench" / "tests").glob("*.py")]):
+        yield str(path.relative_to(ROOT)), path, ast.get_docstring(ast.parse(path.read_text())) or ""
+
+
 def test_module_docstrings_cite_no_date_and_no_numbered_round_of_past_work():
+    texts = [*_module_docstrings(), *((name, text) for name, _, text in _bench_docstrings())]
     found = {
         name: DATE.findall(text) + ROUND.findall(text)
-        for name, text in _module_docstrings()
+        for name, text in texts
         if DATE.search(text) or ROUND.search(text)
     }
     assert not found, found
@@ -200,7 +207,16 @@ def test_module_docstrings_cite_only_files_the_repository_has():
         for cited in FILE.findall(text):
             if not any((base / cited).exists() for base in (ROOT, PACKAGE, PACKAGE.joinpath(*name.split(".")[1:-1]))):
                 missing.setdefault(name, []).append(cited)
+    for name, path, text in _bench_docstrings():
+        for cited in FILE.findall(text):
+            if not any((base / cited).exists() for base in (ROOT, PACKAGE, path.parent)):
+                missing.setdefault(name, []).append(cited)
     assert not missing, missing
+
+
+def test_bench_docstrings_are_short():
+    for name, _, text in _bench_docstrings():
+        assert text and len(text.splitlines()) <= 15, f"{name}: {len(text.splitlines())} lines"
 
 
 def test_the_dating_rule_would_catch_a_lab_notebook():
