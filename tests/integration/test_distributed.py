@@ -45,7 +45,9 @@ def by_step(rows):
     return {int(r["step"]): r for r in rows}
 
 
-KILLED_SWEEP = (
+KILLED_SWEEP = (  # on the library path (--fast-path off): a lost worker is handled the same on both
+    "--fast-path",
+    "off",
     "--steps",
     "6,12",
     "--step-duration",

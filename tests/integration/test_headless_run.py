@@ -1,57 +1,22 @@
 """A short headless sweep against the embedded simulator, checked against the simulator's known TTFT/ITL."""
 
 import itertools
-from functools import partial
 
 import pytest
 
-from tests.support.procs import at_once, read_csv, run_locust
+from tests.support.light_runs import ITL_MS, MAX_TOKENS, TTFT_MS
+from tests.support.procs import read_csv
 from tests.support.truth import assert_pacing_truth
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
-TTFT_MS, ITL_MS, MAX_TOKENS = 150.0, 10.0, 16
-
-
-def one_sweep(out, path, *extra):
-    proc = run_locust(
-        "--headless",
-        "--csv",
-        str(out / "run"),
-        "--steps",
-        "2,4,8",
-        "--step-duration",
-        "5s",
-        "--max-tokens",
-        str(MAX_TOKENS),
-        "--fast-path",
-        path,
-        "--sim-args",
-        f"--ttft-ms {TTFT_MS} --itl-ms {ITL_MS} --capacity 64",
-        *extra,
-        cwd=out,
-    )
-    return proc, out
-
-
-def plain_run(out):
-    """The README's first command, made short: the defaults but two steps of 5 s."""
-    proc = run_locust("--headless", "--csv", str(out / "run"), "--steps", "2,4", "--step-duration", "5s", cwd=out)
-    return proc, out
-
 
 @pytest.fixture(scope="module")
-def sweeps(tmp_path_factory):
+def sweeps(light_runs):
     """The same sweep on the fast path and on the library path (``--fast-path off``, which also asks for Locust's
-    periodic table: ``--locust-stats on``), and a plain two-step run with the defaults, at once."""
-    outs = {name: tmp_path_factory.mktemp(f"sweep-{name}") for name in ("auto", "off", "plain")}
-    return at_once(
-        {
-            "auto": partial(one_sweep, outs["auto"], "auto"),
-            "off": partial(one_sweep, outs["off"], "off", "--locust-stats", "on"),
-            "plain": partial(plain_run, outs["plain"]),
-        }
-    )
+    periodic table: ``--locust-stats on``), and the README's plain two-step run with the defaults
+    (tests/support/light_runs.py)."""
+    return {"auto": light_runs["sweep-auto"], "off": light_runs["sweep-off"], "plain": light_runs["readme"]}
 
 
 @pytest.fixture(scope="module", params=["auto", "off"])

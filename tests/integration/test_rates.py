@@ -113,7 +113,10 @@ def test_above_capacity_the_backlog_grows_arrivals_are_dropped_and_saturation_is
 
 
 def test_a_master_with_two_workers_delivers_the_offered_rate(tmp_path):
+    """On the library path (``--fast-path off``): the open loop's schedule is the same on both paths."""
     sweep = (
+        "--fast-path",
+        "off",
         "--model",
         "sim-llm",
         "--rates",

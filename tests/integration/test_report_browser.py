@@ -7,8 +7,6 @@ import subprocess
 
 import pytest
 
-from tests.support.procs import run_locust
-
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
 
@@ -38,32 +36,9 @@ def headless(binary, profile, *args):
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
-    out = tmp_path_factory.mktemp("browser")
-    proc = run_locust(
-        "--headless",
-        "--steps",
-        "2,4,8",
-        "--step-duration",
-        "4s",
-        "--warmup",
-        "1s",
-        "--max-tokens",
-        "16",
-        "--csv",
-        str(out / "run"),
-        "--llm-report",
-        str(out / "report"),
-        "--sla-ttft-p99-ms",
-        "300",
-        "--price-input-usd-per-mtok",
-        "0.2",
-        "--price-output-usd-per-mtok",
-        "0.5",
-        cwd=out,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out / "report" / "report.html"
+def report(light_runs):
+    """The default simulator's report with an SLA and prices (tests/support/light_runs.py)."""
+    return light_runs["browser"]
 
 
 def test_every_chart_renders_without_javascript_errors(report, tmp_path):

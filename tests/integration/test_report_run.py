@@ -9,66 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.procs import ROOT, at_once, clean_env, run_locust, sim
+from tests.support.light_runs import SHORT
+from tests.support.procs import at_once, run_locust
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
-SHORT = (
-    "--headless",
-    "--steps",
-    "2,4,8",
-    "--step-duration",
-    "4s",
-    "--warmup",
-    "1s",
-    "--max-tokens",
-    "16",
-    "--sim-args",
-    "--ttft-ms 50 --itl-ms 5 --capacity 64",
-)
-
-
-def baseline_run(out):
-    proc = run_locust(*SHORT, "--csv", str(out / "run"), "--llm-report", str(out / "report"), cwd=out)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return out
-
-
-def plain_run(out):
-    """Any locustfile's run (its own shape, plain requests) with Locust's full history."""
-    with sim("--ttft-ms", "1", "--itl-ms", "1", "--capacity", "8") as base:
-        cmd = [
-            sys.executable,
-            "-m",
-            "locust",
-            "-f",
-            str(ROOT / "tests" / "support" / "plain_locustfile.py"),
-            "--headless",
-            "--host",
-            base.rsplit("/v1", 1)[0],
-            "--csv",
-            str(out / "plain"),
-            "--csv-full-history",
-        ]
-        return subprocess.run(cmd, cwd=out, capture_output=True, text=True, timeout=120, env=clean_env()), out
-
 
 @pytest.fixture(scope="module")
-def first(tmp_path_factory):
-    """At once: the baseline run, a plain locustfile's run and a run given a bad baseline (light loads: 8 users at
-    most)."""
-    return at_once(
-        {
-            "baseline": lambda: baseline_run(tmp_path_factory.mktemp("baseline")),
-            "plain": lambda: plain_run(tmp_path_factory.mktemp("plain")),
-            "bad-baseline": lambda: bad_baseline_run(tmp_path_factory.mktemp("bad-baseline")),
-        }
-    )
-
-
-@pytest.fixture(scope="module")
-def baseline(first):
-    return first["baseline"]
+def baseline(light_runs):
+    """The baseline run (tests/support/light_runs.py, with a plain locustfile's run and a run given a bad baseline)."""
+    return light_runs["baseline"]
 
 
 def gated(out, baseline_path, *extra):
@@ -115,20 +65,14 @@ def test_baseline_gate_sets_the_exit_code(gates):
     assert "REGRESSION" in proc.stdout and re.search(r"ttft_p90_ms .* REGRESSION", proc.stdout)
 
 
-def bad_baseline_run(out):
-    (out / "bad.json").write_text("{")
-    one_step = ("--headless", "--steps", "2", "--step-duration", "3s", "--warmup", "1s", "--max-tokens", "8")
-    return run_locust(*one_step, "--csv", str(out / "run"), "--baseline", str(out / "bad.json"), cwd=out), out
-
-
-def test_bad_baseline_exits_2(first):
-    proc, out = first["bad-baseline"]
+def test_bad_baseline_exits_2(light_runs):
+    proc, out = light_runs["bad-baseline"]
     assert proc.returncode == 2 and "is not valid JSON" in proc.stdout
     assert Path(out / "run_llm_steps.csv").exists()  # what was measured is kept
 
 
-def test_plain_locust_csvs_of_any_locustfile_give_an_approximate_report(first):
-    proc, tmp_path = first["plain"]
+def test_plain_locust_csvs_of_any_locustfile_give_an_approximate_report(light_runs):
+    proc, tmp_path = light_runs["plain-locustfile"]
     assert proc.returncode == 0, proc.stderr[-2000:]
     report = subprocess.run(
         [sys.executable, "-m", "locust_llm.cli", "report", str(tmp_path / "plain")],

@@ -59,8 +59,12 @@ def run_knee_search(out, capacity):
 
 
 def run_budget(out):
+    """A knee search cut by its time budget, on the library path (``--fast-path off``): the search's rules do not
+    depend on how streams are read."""
     return run_locust(
         "--headless",
+        "--fast-path",
+        "off",
         "--search",
         "knee",
         "--steps",

@@ -90,14 +90,15 @@ def rates(out):
 
 
 def workers(out):
-    """A master and 2 forked workers replaying the constant trace at speeds 1 and 2 against a roomy simulator."""
+    """A master and 2 forked workers replaying the constant trace at speeds 1 and 2 against a roomy simulator, on the
+    library path (``--fast-path off``)."""
     trace = constant(out / "trace.jsonl", start_ms=100)  # no request due at a step's boundary
     port = str(free_port())
     with sim("--capacity", "64", "--ttft-ms", "50", "--itl-ms", "10") as base:
         proc = run_locust(
             "--headless", "--processes", "2", "--master-bind-port", port, "--master-port", port, "--host", base,
-            "--model", "sim-llm", "--trace", trace, "--trace-speeds", "1,2", "--step-duration", "4s", "--warmup",
-            "1s", "--csv", str(out / "run"), "--stop-timeout", "10", cwd=out,
+            "--model", "sim-llm", "--fast-path", "off", "--trace", trace, "--trace-speeds", "1,2", "--step-duration",
+            "4s", "--warmup", "1s", "--csv", str(out / "run"), "--stop-timeout", "10", cwd=out,
         )  # fmt: skip
         with urllib.request.urlopen(base.rsplit("/v1", 1)[0] + "/sim/stats", timeout=10) as resp:
             served = json.load(resp)["models"]["sim-llm"]
