@@ -61,9 +61,9 @@ KILLED_SWEEP = (  # on the library path (--fast-path off): a lost worker is hand
 )
 
 
-def distributed(path, workers, sweep, kill_worker_after_s=None):
+def distributed(path, workers, sweep, kill_worker_at_step=None):
     with sim(*SIM) as base:
-        code, stdout, stderr = distributed_run(path, base, workers, sweep, kill_worker_after_s=kill_worker_after_s)
+        code, stdout, stderr = distributed_run(path, base, workers, sweep, kill_worker_at_step=kill_worker_at_step)
         return code, stdout, stderr, path, sim_stats(base)
 
 
@@ -81,7 +81,7 @@ def runs(tmp_path_factory):
         {
             "distributed": partial(distributed, tmp_path_factory.mktemp("distributed"), 2, SWEEP),
             "single": partial(single, tmp_path_factory.mktemp("single")),
-            "killed": partial(distributed, tmp_path_factory.mktemp("killed"), 3, KILLED_SWEEP, 15),
+            "killed": partial(distributed, tmp_path_factory.mktemp("killed"), 3, KILLED_SWEEP, 2),
             "held": partial(held, tmp_path_factory.mktemp("held")),
         }
     )

@@ -132,17 +132,12 @@ def free_port() -> int:
 
 
 def distributed_run(
-    tmp_path: Path, host: str, workers: int, sweep: tuple[str, ...], kill_worker_after_s: float | None = None
+    tmp_path: Path, host: str, workers: int, sweep: tuple[str, ...], kill_worker_at_step: int | None = None
 ) -> tuple[int, str, str]:
     """A headless master and ``workers`` real worker processes on 127.0.0.1 running ``sweep`` against ``host``, with
-    ``--csv tmp_path/run``; optionally SIGKILL the first worker after a while. Returns the master's exit code,
-    stdout and stderr; every process is gone afterwards."""
-    return _distributed_once(tmp_path, host, workers, sweep, kill_worker_after_s)
-
-
-def _distributed_once(
-    tmp_path: Path, host: str, workers: int, sweep: tuple[str, ...], kill_worker_after_s: float | None
-) -> tuple[int, str, str]:
+    ``--csv tmp_path/run``; optionally SIGKILL the first worker two seconds into step ``kill_worker_at_step`` (when
+    the master's log says the step began: whatever the start-up took). Returns the master's exit code, stdout and
+    stderr; every process is gone afterwards."""
     port = free_port()
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
     master = subprocess.Popen(
@@ -180,10 +175,18 @@ def _distributed_once(
         for log in logs
     ]
     try:
-        if kill_worker_after_s is not None:
-            time.sleep(kill_worker_after_s)
-            procs[0].send_signal(signal.SIGKILL)
+        seen: list[str] = []
+        if kill_worker_at_step is not None:
+            assert master.stderr is not None
+            marker = f"locust-llm step {kill_worker_at_step}/"
+            for line in master.stderr:  # the master's log, as it comes, until the step begins
+                seen.append(line)
+                if marker in line:
+                    time.sleep(2.0)
+                    procs[0].send_signal(signal.SIGKILL)
+                    break
         out, err = master.communicate(timeout=150)
+        err = "".join(seen) + err
     finally:
         for proc in (master, *procs):
             if proc.poll() is None:
