@@ -52,6 +52,7 @@ def cmd_report(args: argparse.Namespace) -> int:
             prices_from(values),
             args.baseline,
             thresholds_from(values),
+            values["error_budget"],
         )
     except (ConfigError, ReportInputError) as exc:
         return _fail("report", exc)

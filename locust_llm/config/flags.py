@@ -39,6 +39,7 @@ from locust_llm.config.parsers import (
     parse_text,
     parse_warmup,
 )
+from locust_llm.measure.thresholds import ERROR_BUDGET
 from locust_llm.protocol.retry import POLICIES
 from locust_llm.reports.compare import Thresholds
 from locust_llm.workload.prompts import (
@@ -152,6 +153,14 @@ REPORT_FLAGS: tuple[Flag, ...] = (
         "SLA: at most this share of requests failing (0.01 = 1%).",
         "LOCUST_LLM_SLA_MAX_ERROR_RATE",
         _optional_number(1.0),
+        _SLA,
+    ),
+    Flag(
+        "--error-budget",
+        f"{100 * ERROR_BUDGET:g}%",
+        "Past capacity once more than this share of client requests fail other than with HTTP 429 (1% or 0.01).",
+        "LOCUST_LLM_ERROR_BUDGET",
+        parse_share,
         _SLA,
     ),
     Flag(
@@ -747,7 +756,7 @@ def add_arguments(
         kwargs: dict[str, Any] = {"dest": flag.dest, "help": flag.help}
         if not reads_env:  # configargparse shows the env var itself; argparse formats help with %
             kwargs["help"] = flag.help.replace("%", "%%")
-            shown = [f"default: {flag.default}"] if flag.default else []
+            shown = [f"default: {flag.default.replace('%', '%%')}"] if flag.default else []
             shown += [f"env {flag.env_var}"] if flag.env_var else []
             kwargs["help"] += f" ({'; '.join(shown)})" if shown else ""
         if flag.switch:

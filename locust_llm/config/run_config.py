@@ -79,6 +79,7 @@ class RunConfig:
     min_step_requests: int
     max_users_per_worker: int  # 0: no check (locust_llm.plugin checks a master's plan against it)
     sla: Sla
+    error_budget: float
     prices: Prices
     report_dir: str | None
     summary_log: bool
@@ -125,6 +126,7 @@ class RunConfig:
             min_step_requests=v["min_step_requests"],
             max_users_per_worker=v["max_users_per_worker"],
             sla=sla,
+            error_budget=v["error_budget"],
             prices=prices_from(v),
             report_dir=v["llm_report"],
             summary_log=v["llm_summary_log"],
@@ -263,6 +265,7 @@ class RunConfig:
             "min_step_requests": self.min_step_requests,
             "max_retry_wait_s": self.flow.policy.max_wait_s,
             "sla": self.sla.as_dict(),
+            "error_budget": self.error_budget,
             "prices": self.prices.as_dict(),
         }
 

@@ -1,12 +1,11 @@
 """Validity of a step: the rules that decide whether its numbers can be trusted. Pure.
 
 A step is invalid, with one reason per rule that fires, when during it: (1) a generator process used more than
-``max_cpu_pct`` of a core; (2) a worker was lost; (3) a model's scheduling-lag p99 exceeded ``max_lag_ms``; (4) its
-steady window holds fewer than ``min_requests`` completed requests; (5) the E2E p50 exceeds ``max_e2e_share`` of the
-window; (6) its warm-up was shorter than the previous step's E2E p90; (7) the run was stopped. Rules 4-6 are met by
-steps at least :func:`needed_step_s` long; an open-loop step whose backlog grew (:func:`backlog_grows`) is exempt.
-docs/methodology.md, "When a step is invalid", says why each.
-"""
+``max_cpu_pct`` of a core; (2) a worker was lost; (3) a model's scheduling-lag p99, or the generator loop's stall p99
+(time-weighted, ``runtime.stall``), exceeded ``max_lag_ms``; (4) its steady window holds fewer than ``min_requests``
+completed requests; (5) the E2E p50 exceeds ``max_e2e_share`` of the window; (6) its warm-up was shorter than the
+previous step's E2E p90; (7) the run was stopped. Rules 4-6 are met by steps at least :func:`needed_step_s` long; an
+open-loop step whose backlog grew (:func:`backlog_grows`) is exempt. docs/methodology.md, "When a step is invalid"."""
 
 from __future__ import annotations
 
@@ -105,12 +104,21 @@ def invalid_reasons(
         if pct > max_cpu_pct
     ]
     reasons += [f"worker lost during the step: {name}" for name in health.lost]
+    stalls = Histogram()
     for key, stats in table:
         lag = stats.hist["lag"]
+        if key.step == step and key.phase == STEADY:
+            stalls.merge(stats.hist["loop_stall"])
         if key.step == step and key.phase == STEADY and lag.count:
             p99_ms = lag.quantile(0.99) / 1e6
             if p99_ms > max_lag_ms:
                 reasons.append(f"scheduling lag p99 {p99_ms:.1f} ms > {max_lag_ms:g} ms ({key.model})")
+    if stalls.count and stalls.quantile(0.99) / 1e6 > max_lag_ms:
+        stalled_ms = stalls.quantile(0.99) / 1e6
+        reasons.append(
+            f"generator loop stalled: p99 {stalled_ms:.1f} ms > {max_lag_ms:g} ms (a blocking call, a GC pause or a "
+            "starved CPU held the loop that times tokens)"
+        )
     backlog = step_backlog(step, table)
     overloaded = backlog is not None and backlog_grows(*backlog)
     if window_s is not None and not overloaded:

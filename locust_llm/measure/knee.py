@@ -1,90 +1,74 @@
-"""Knee of a latency curve: where p99 starts to rise disproportionately with concurrency. Pure.
+"""The latency knee: the highest load before the tail bends away from the unloaded curve. Pure.
 
-:func:`kneedle_convex_increasing` is Kneedle (Satopaa et al., 2011) for a convex increasing curve, as ``kneed``
-implements it. :func:`latency_knee` applies it with ``x = log2(users)`` and ``y`` made non-decreasing; the knee is
-the last step on the flat part, the bend lies between it and the next (``bracket``), and a curve rising less than
-``min_rise`` (50 %) has none. docs/methodology.md, "The latency knee".
+Between two tested loads ``a < b``, with ``y`` the TTFT p99 made non-decreasing and ``d_b`` the decode step (ITL
+p50) at ``b``, the tail *bends* when ``y_b > max(y_a * max(b / a, 1 + MIN_RISE), y_a + KNEE_STEPS * d_b)``: it grows
+at least in proportion to the load (past a closed loop's capacity each added user only adds wait: by Little's law
+the throughput ``u / R`` stops growing once ``R`` grows like ``u``), by at least ``MIN_RISE``, and by more than a few
+decode steps (batching, not a queue). The knee is the lower end of the first segment that bends; the bend lies
+between it and the next load (the bracket). It depends only on the loads up to the bend, so a sweep that goes
+further finds the same knee, and the search (:mod:`locust_llm.shapes.criteria`) judges its probes by the same
+:func:`threshold_ms`. Confidence is low when the bend is in the first segment (the first load may be past it), in the
+last (nothing after it confirms it) or the step after it fell back; no segment bending is no knee.
+docs/methodology.md, "The latency knee".
 """
 
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from locust_llm.measure.thresholds import MIN_RISE
+from locust_llm.measure.thresholds import KNEE_STEPS, MIN_RISE
 
-__all__ = ["Knee", "kneedle_convex_increasing", "latency_knee"]
-
-
-def _normalise(values: Sequence[float]) -> list[float] | None:
-    low, high = min(values), max(values)
-    if high == low:
-        return None
-    return [(v - low) / (high - low) for v in values]
+__all__ = ["Knee", "latency_knee", "threshold_ms"]
 
 
-def kneedle_convex_increasing(x: Sequence[float], y: Sequence[float], sensitivity: float = 1.0) -> int | None:
-    """Index of the knee of a convex increasing curve sampled at ``x`` (increasing), or None (module docstring)."""
-    n = len(x)
-    if n != len(y):
-        raise ValueError("x and y must have the same length")
-    if n < 3:
-        return None
-    xn, yn = _normalise(x), _normalise(y)
-    if xn is None or yn is None:
-        return None
-    xt = [1.0 - v for v in reversed(xn)]
-    yt = [1.0 - v for v in reversed(yn)]
-    d = [yt[i] - xt[i] for i in range(n)]
-    maxima = [i for i in range(n) if d[i] >= d[max(i - 1, 0)] and d[i] >= d[min(i + 1, n - 1)]]
-    minima = {i for i in range(n) if d[i] <= d[max(i - 1, 0)] and d[i] <= d[min(i + 1, n - 1)]}
-    if not maxima:
-        return None
-    mean_dx = abs(sum(xt[i + 1] - xt[i] for i in range(n - 1)) / (n - 1))
-    thresholds = [d[i] - sensitivity * mean_dx for i in maxima]
-    maxima_set = set(maxima)
-    next_maximum = 0
-    threshold = 0.0
-    threshold_index = maxima[0]
-    active = True
-    for i in range(maxima[0], n - 1):
-        if i in maxima_set:
-            threshold = thresholds[next_maximum]
-            threshold_index = i
-            next_maximum += 1
-            active = True
-        if i in minima:
-            threshold = 0.0
-            active = False
-        if active and d[i + 1] < threshold:
-            return n - 1 - threshold_index
-    return None
+def threshold_ms(load_a: float, p99_a: float, load_b: float, decode_ms_b: float | None = None) -> float:
+    """The p99 at ``load_b`` above which the segment from ``load_a`` (whose p99 is ``p99_a``) bends (module
+    docstring); without a decode step (ITL, E2E), only the proportional and relative rises count."""
+    proportional = p99_a * max(load_b / load_a, 1 + MIN_RISE)
+    return max(proportional, p99_a + KNEE_STEPS * (decode_ms_b or 0.0))
 
 
 @dataclass(frozen=True)
 class Knee:
-    users: int | None
-    bracket: tuple[int, int] | None
+    """The knee's load (None: none found), the bracket the bend lies in, why, and how sure (``high`` or ``low``)."""
+
+    users: float | None
+    bracket: tuple[float, float] | None
     reason: str
+    confidence: str = "low"
 
 
-def latency_knee(users: Sequence[int], values: Sequence[float | None], min_rise: float = MIN_RISE) -> Knee:
-    """The knee of ``values`` (a p99, in any unit) against ``users`` (increasing); see the module docstring."""
-    points = [(u, v) for u, v in zip(users, values, strict=True) if v is not None and u > 0]
-    if len(points) < 3:
-        return Knee(None, None, f"needs at least 3 steps with latencies, got {len(points)}")
-    xs = [math.log2(u) for u, _ in points]
-    ys = list(itertools.accumulate((float(v) for _, v in points), max))
-    low = min(ys)
-    rise = (max(ys) - low) / low if low > 0 else math.inf
-    if rise < min_rise:
-        return Knee(None, None, f"no knee: p99 rose only {100 * rise:.0f}% over the sweep")
-    index = kneedle_convex_increasing(xs, ys)
-    if index is None:
-        return Knee(None, None, "no knee: the curve does not bend (Kneedle found none)")
-    knee_users = points[index][0]
-    if index == len(points) - 1:
-        return Knee(knee_users, None, "the curve bends only at the last step: the knee may lie beyond the sweep")
-    return Knee(knee_users, (knee_users, points[index + 1][0]), "")
+def latency_knee(
+    loads: Sequence[float], values: Sequence[float | None], decode_ms: Sequence[float | None] | None = None
+) -> Knee:
+    """The knee of ``values`` (a p99 in ms) against ``loads`` (increasing), with each load's decode step ``decode_ms``
+    (the module docstring's rule)."""
+    steps = decode_ms if decode_ms is not None else [None] * len(loads)
+    points = [(u, v, d) for u, v, d in zip(loads, values, steps, strict=True) if v is not None and u > 0]
+    if len(points) < 2:
+        return Knee(None, None, f"needs at least 2 loads with latencies, got {len(points)}")
+    raw = [float(v) for _, v, _ in points]
+    tail = list(itertools.accumulate(raw, max))  # a p99 that falls as the load grows is noise, not a recovery
+    for i in range(len(points) - 1):
+        (a, _, _), (b, _, d) = points[i], points[i + 1]
+        limit = threshold_ms(a, tail[i], b, d)
+        if tail[i + 1] <= limit:
+            continue
+        bracket = (a, b)
+        where = f"the tail's p99 rose from {tail[i]:.0f} to {tail[i + 1]:.0f} ms (over {limit:.0f} bends)"
+        if i == 0:
+            return Knee(a, bracket, f"{where} already between the first two loads: the knee may lie below {a:g}")
+        if i + 2 == len(points):
+            return Knee(a, bracket, f"{where} only at the last step: extend the sweep to confirm the bend")
+        if raw[i + 2] <= limit:
+            return Knee(a, bracket, f"{where}, but fell back at {points[i + 2][0]:g}: a stall rather than a bend?")
+        return Knee(a, bracket, where, "high")
+    rise = tail[-1] / tail[0] - 1 if tail[0] > 0 else 0.0
+    return Knee(
+        None,
+        None,
+        f"no knee up to {points[-1][0]:g}: the tail's p99 rose {100 * rise:.0f}% over the sweep, never faster than "
+        "the load (extend the sweep, or add steps)",
+    )

@@ -86,6 +86,7 @@ class StepRow(TypedDict):
     invalid_reasons: str
     client_requests: int
     client_ok: int
+    client_429: int
     client_ttft_p50_ms: float | None
     client_ttft_p99_ms: float | None
     client_e2e_p50_ms: float | None
@@ -113,10 +114,13 @@ class StepRow(TypedDict):
     backlog_growth: int | None
     server_kv_usage_p50: float | None
     server_kv_usage_max: float | None
+    server_kv_usage_min: float | None
     server_running_p50: float | None
     server_running_max: float | None
+    server_running_min: float | None
     server_waiting_p50: float | None
     server_waiting_max: float | None
+    server_waiting_min: float | None
     server_preemptions: int | None
     server_scrapes: int
     ratelimit_limit_requests: int | None
@@ -270,6 +274,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "invalid_reasons": "; ".join(window.invalid_reasons),
         "client_requests": c["client_requests"],
         "client_ok": c["client_ok"],
+        "client_429": c["client_429"],
         "client_ttft_p50_ms": _ms(stats, "client_ttft", 0.5),
         "client_ttft_p99_ms": _ms(stats, "client_ttft", 0.99),
         "client_e2e_p50_ms": _ms(stats, "client_e2e", 0.5),
@@ -302,7 +307,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
 
 
 def _server(stats: StepStats) -> dict[str, Any]:
-    """The server's own metrics over the window (its scrapes): p50 and max of each gauge, the preemptions."""
+    """The server's own metrics over the window (its scrapes): p50, max and min of each gauge, the preemptions."""
     out: dict[str, Any] = {"server_scrapes": stats.counts["server_scrapes"]}
     for gauge, name, digits in (
         ("kv_usage", "server_kv", 3),
@@ -312,6 +317,7 @@ def _server(stats: StepStats) -> dict[str, Any]:
         hist = stats.hist[name]
         out[f"server_{gauge}_p50"] = round(hist.quantile(0.5) / 1000, digits) if hist.count else None
         out[f"server_{gauge}_max"] = round(hist.max / 1000, digits) if hist.count else None
+        out[f"server_{gauge}_min"] = round(hist.min / 1000, digits) if hist.count else None
     out["server_preemptions"] = stats.counts["server_preemptions"] if stats.counts["server_scrapes"] else None
     for what in ("requests", "tokens"):  # the provider's caps in the answers' heads: the largest seen, the least left
         limit, left = stats.hist[f"ratelimit_limit_{what}"], stats.hist[f"ratelimit_remaining_{what}"]

@@ -18,6 +18,7 @@ from locust_llm.protocol.metrics import RequestResult, StatusClass
 
 __all__ = [
     "COUNTERS",
+    "GENERATOR",
     "HISTOGRAMS",
     "STEADY",
     "TURN_HISTOGRAMS",
@@ -46,15 +47,20 @@ HISTOGRAMS = (
     "ratelimit_remaining_requests",
     "ratelimit_limit_tokens",
     "ratelimit_remaining_tokens",
+    "loop_stall",
 )
 """``ttft_lag`` is TTFT plus the scheduling lag: the TTFT a user would have seen had the generator kept up.
 ``client_ttft`` and ``client_e2e`` are the client-perceived latencies of a client request, from its intended
 start to the first token / the end of its final attempt: its waits, retries and fallbacks included. ``in_flight``
 (open loop) is the number of requests in flight at each arrival, times 1,000 (the histogram's unit); ``server_*``
 the server's own KV-cache usage (0-1), running and waiting requests at each scrape of its metrics, times 1,000;
-``ratelimit_*`` the provider's stated caps and what was left of them, from each answer's head."""
+``ratelimit_*`` the provider's stated caps and what was left of them, from each answer's head; ``loop_stall`` how late
+the generator's event loop ran, time-weighted (``runtime.stall``; filed under the model ``""``)."""
 
-RATELIMIT_HISTOGRAMS = HISTOGRAMS[-4:]  # in the order of locust_llm.protocol.metrics.RATELIMIT_HEADERS
+RATELIMIT_HISTOGRAMS = tuple(name for name in HISTOGRAMS if name.startswith("ratelimit_"))
+"""In the order of ``locust_llm.protocol.metrics.RATELIMIT_HEADERS``."""
+GENERATOR = ""
+"""The statistics key's model for what belongs to the generator, not to a model: its loop's stalls."""
 
 COUNTERS = (
     "requests",
@@ -69,6 +75,7 @@ COUNTERS = (
     # client discipline (see locust_llm.users.flow)
     "client_requests",
     "client_ok",
+    "client_429",
     "client_good",
     "retries",
     "retry_wait_ms",
@@ -150,13 +157,14 @@ class StepStats:
 
     @property
     def empty(self) -> bool:
-        """No request and no latency: nothing to make a row of."""
-        return self.counts["requests"] == 0 and all(h.count == 0 for h in self.hist.values())
+        """No request and no latency: nothing to make a row of (the generator's loop stalls alone make none)."""
+        return self.counts["requests"] == 0 and all(h.count == 0 for n, h in self.hist.items() if n != "loop_stall")
 
     @property
     def blank(self) -> bool:
-        """Nothing at all, not even a counter (an attempt cut by the stop, a retry wait): nothing to ship."""
-        return self.empty and not any(self.counts.values())
+        """Nothing at all, not even a counter (an attempt cut by the stop, a retry wait) or a loop stall: nothing to
+        ship."""
+        return not any(self.counts.values()) and all(h.count == 0 for h in self.hist.values())
 
     def merge(self, other: StepStats) -> StepStats:
         for name, hist in other.hist.items():
@@ -280,6 +288,10 @@ class StatsTable:
             if tpot is not None:
                 end.hist["tpot"].record(tpot)
 
+    def add_stall(self, lateness_ns: int, t_ns: int, locate: Locate) -> None:
+        """How late the generator's loop ran at ``t_ns`` (``runtime.stall``), under the :data:`GENERATOR` key."""
+        self._at(locate, GENERATOR, t_ns).hist["loop_stall"].record(lateness_ns)
+
     def bump(self, name: str, model: str, n: int, t_ns: int, locate: Locate) -> None:
         """Add ``n`` to counter ``name`` of ``model`` at the step observed at ``t_ns``."""
         self._at(locate, model, t_ns).counts[name] += n
@@ -315,6 +327,8 @@ class StatsTable:
             stats.counts["client_good"] += good
             stats.hist["client_ttft"].record(max(0, final.token_ns[0] - intended_ns))
             stats.hist["client_e2e"].record(max(0, final.end_ns - intended_ns))
+        elif final.status == 429:  # refused in the end (after any retries and fallbacks): the provider cap's share
+            stats.counts["client_429"] += 1
 
     def _add_gaps(self, tokens: list[int], locate: Locate, model: str, runs: Runs | None) -> None:
         if len(tokens) < 2:

@@ -11,11 +11,14 @@ __all__ = [
     "BORDERLINE",
     "CAP_SHARE",
     "DEFAULT_MAX_ERROR_RATE",
+    "ERROR_ALPHA",
+    "ERROR_BUDGET",
     "ITL_RISE",
     "KNEE_STEPS",
     "KV_FULL",
     "MAX_E2E_SHARE",
     "MIN_RISE",
+    "MIN_SCRAPES",
     "QUEUE",
     "QUEUE_SHARE",
     "SATURATION_MARGIN",
@@ -48,6 +51,10 @@ QUEUE_SHARE = 0.25
 server's capacity a closed loop's extra users wait (at twice the knee, as many as run); one or two waiting at a step
 boundary, at a batch's size, are no queue."""
 
+MIN_SCRAPES = 3
+"""The diagnosis is sure of a gauge only at a step whose steady window held this many scrapes of the server's metrics
+(their median is then not one sample)."""
+
 ITL_RISE = 0.10
 """Decode slowing as the batch grows: ITL p50 up by more than this share from the knee's step to the next."""
 
@@ -59,6 +66,14 @@ DEFAULT_MAX_ERROR_RATE = 0.01
 
 BACKLOG_Z = 3.0
 """An open-loop step's backlog grows when its in-flight count rose by more than this many ``sqrt(2 L)``."""
+
+ERROR_BUDGET = 0.01
+"""``--error-budget``'s default: the share of client requests that may fail other than with HTTP 429 before a step is
+past capacity."""
+
+ERROR_ALPHA = 0.05
+"""A step is over the error budget only when a binomial test of its failures against the budget says so at this level
+(one stray failure among fifty requests is no evidence)."""
 
 MAX_E2E_SHARE = 1.0
 """A step is too short when its E2E p50 exceeds this share of its steady window."""

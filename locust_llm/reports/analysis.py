@@ -1,10 +1,11 @@
-"""Capacity analysis of one model's steps: knees, saturation, SLA capacity, provider cap, cost. Pure.
+"""Capacity analysis of one model's steps: knees, saturation, SLA capacity, the server's own evidence, cost. Pure.
 
 In increasing load: the latency knee (:mod:`locust_llm.measure.knee`) of TTFT, ITL and E2E p99; throughput
-saturation, the lowest step at 85 % of the peak that no later step beats by 15 % (never the last); the SLA capacity,
-interpolated to the crossing; goodput; the provider cap (over 1 % HTTP 429); and the recommendation, the lowest of
-those. In open loop, on the offered rate: saturation is the last rate kept up with (no shortfall beyond
-``max(10 %, 3 sqrt(λ))``, no growing backlog). Each rule in full: docs/methodology.md.
+saturation, the lowest step at 85 % of the peak that no later step beats by 15 % (never the last; in open loop, the
+last rate kept up with); the SLA capacity, interpolated to the crossing; the provider cap (over 1 % HTTP 429); the
+first step with a sustained server queue, and the first over the error budget (:mod:`locust_llm.measure.evidence`);
+the recommendation, the lowest load every limit allows, and the highest load each answer rests on (its steps up to
+there decide it, the others cannot). Each rule in full: docs/methodology.md, "The capacity analysis".
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any, cast
 
-from locust_llm.measure.health import backlog_grows
+from locust_llm.measure.evidence import behind, over_budget, server_queue
 from locust_llm.measure.knee import Knee, latency_knee
 from locust_llm.measure.rows import StepRow, value
 from locust_llm.measure.sla import Prices, Sla, judged
-from locust_llm.measure.thresholds import CAP_SHARE, SATURATION_MARGIN, SATURATION_SHARE
+from locust_llm.measure.thresholds import CAP_SHARE, ERROR_BUDGET, SATURATION_MARGIN, SATURATION_SHARE
 
 __all__ = ["RATE_KEYS", "Analysis", "analyze", "rate_saturation"]
 
@@ -27,6 +28,8 @@ RATE_KEYS = {
     "sla_max_users": "sla_max_rate_req_s",
     "sla_max_users_interpolated": "sla_max_rate_req_s_interpolated",
     "provider_cap_users": "provider_cap_rate_req_s",
+    "server_queue_users": "server_queue_rate_req_s",
+    "error_budget_users": "error_budget_rate_req_s",
     "recommended_users": "recommended_rate_req_s",
 }
 """In open loop, the names of the results (which hold offered rates)."""
@@ -42,6 +45,7 @@ class Analysis:
     users: Sequence[float]  # the loads: users, or offered requests/s in open loop
     latency_knee_users: float | None
     latency_knee_bracket: tuple[float, float] | None
+    latency_knee_confidence: str
     latency_knees: dict[str, dict[str, Any]]
     throughput_saturation_users: float | None
     throughput_note: str
@@ -50,9 +54,18 @@ class Analysis:
     sla_note: str
     provider_cap_users: float | None
     provider_cap_share: float | None
+    server_queue_users: float | None
+    server_queue_note: str
+    error_budget_users: float | None
+    error_budget_note: str
     recommended_users: float | None
     recommended_reason: str
     provider_is_the_wall: bool
+    binding: str = "none"
+    """The limit the recommendation rests on: ``provider_cap``, ``sla_capacity``, ``server_queue``, ``error_budget``,
+    ``latency_knee``, ``throughput_saturation``, or ``none`` (no limit reached, or a fallback)."""
+    rests_on: dict[str, float | None] = field(default_factory=dict)
+    """The highest load each answer rests on (its steps up to there decide it); None: on every step."""
     goodput: list[dict[str, Any]] = field(default_factory=list)
     cost: dict[str, Any] = field(default_factory=dict)
     mode: str = "users"  # or "rate": the loads are offered requests/s
@@ -66,7 +79,12 @@ class Analysis:
 
 
 def _knee_dict(knee: Knee) -> dict[str, Any]:
-    return {"users": knee.users, "bracket": list(knee.bracket) if knee.bracket else None, "note": knee.reason}
+    return {
+        "users": knee.users,
+        "bracket": list(knee.bracket) if knee.bracket else None,
+        "note": knee.reason,
+        "confidence": knee.confidence,
+    }
 
 
 def throughput_saturation(
@@ -90,29 +108,14 @@ def throughput_saturation(
     return None, f"throughput still grows at the last step ({last:.0f} {unit} at {_at(last_users, load)})"
 
 
-def growing_backlog(step: Mapping[str, Any]) -> bool:
-    """Whether the row's in-flight count kept growing (:func:`locust_llm.measure.health.backlog_grows`)."""
-    growth, held = step.get("backlog_growth"), step.get("in_flight_p50")
-    if growth is None or growth == "":
-        return False
-    return backlog_grows(float(growth), None if held in (None, "") else float(held))
-
-
 def rate_saturation(steps: Sequence[StepRow]) -> tuple[float | None, str]:
-    """Open loop: the highest offered rate kept up with before the first step that fell behind (module docstring)."""
+    """Open loop: the highest offered rate kept up with before the first step that fell behind
+    (:func:`locust_llm.measure.evidence.behind`)."""
     kept: float | None = None
     for step in steps:
-        offered, duration = step.get("offered_req_s") or 0.0, step.get("duration_s") or 0.0
-        arrivals = step.get("arrivals")  # those that came in the window: a trace's part of it, not its mean rate
-        expected = float(arrivals) if arrivals is not None else offered * duration
-        served = step.get("client_ok") or 0
-        shortfall = expected - served
-        dropped = step.get("dropped") or 0
-        growing = growing_backlog(step)
-        if dropped or growing or shortfall > max(0.1 * expected, 3 * expected**0.5):
-            why = f"{dropped} arrivals dropped" if dropped else f"{served} served of {expected:.0f} offered"
-            if growing:
-                why += f", a backlog growing by {step.get('backlog_growth')} requests over the step"
+        offered = step.get("offered_req_s") or 0.0
+        why = behind(cast(Mapping[str, Any], step))
+        if why is not None:
             if kept is None:
                 return None, f"already behind at the lowest rate, {offered:g} req/s ({why})"
             return kept, f"kept up with {kept:g} req/s; fell behind at {offered:g} req/s ({why})"
@@ -178,7 +181,9 @@ def searched(
     low, high = search["bracket"]
     note = f"search: {search['reason']}"
     if search["criterion"] == "knee":
-        return Knee(low, (low, high) if low is not None and high is not None else None, note), sla_result
+        closed = low is not None and high is not None
+        sure = "high" if closed and search.get("complete") else "low"
+        return Knee(low, (low, high) if closed else None, note, sure), sla_result
     unknown = Knee(None, None, "not measured: an SLA search does not sample the curve evenly (use --search knee)")
     if low is not None and high is None:
         return unknown, (low, None, f"every probe met the SLA ({note})")
@@ -210,6 +215,30 @@ def provider_cap(steps: Sequence[StepRow], share: float = CAP_SHARE) -> tuple[in
     return None, None
 
 
+def first_queue(steps: Sequence[StepRow], load: str = "users") -> tuple[float | None, str]:
+    """The first step whose server shows a sustained queue (:func:`locust_llm.measure.evidence.server_queue`)."""
+    for step in steps:
+        queue = server_queue(cast(Mapping[str, Any], step))
+        if queue is not None:
+            waiting, running = queue
+            return step["users"], f"{waiting:g} waiting and {running:g} running at {_at(step['users'], load)}"
+    seen = any(step.get("server_scrapes") for step in steps)
+    return None, "no sustained queue" if seen else "no server metrics"
+
+
+def first_over_budget(steps: Sequence[StepRow], budget: float, load: str = "users") -> tuple[float | None, str]:
+    """The first step over the error budget (:func:`locust_llm.measure.evidence.over_budget`)."""
+    for step in steps:
+        errors = over_budget(cast(Mapping[str, Any], step), budget)
+        if errors is not None:
+            failed, of = errors
+            return step["users"], (
+                f"{100 * errors.share:.1f}% of client requests failed other than with HTTP 429 ({failed} of {of}) at "
+                f"{_at(step['users'], load)}, over the {100 * budget:g}% error budget"
+            )
+    return None, f"within the {100 * budget:g}% error budget at every step"
+
+
 def cost(steps: Sequence[StepRow], prices: Prices) -> dict[str, Any]:
     if not prices.given:
         return {}
@@ -230,6 +259,31 @@ def cost(steps: Sequence[StepRow], prices: Prices) -> dict[str, Any]:
     return {"prices": prices.as_dict(), "steps": per_step}
 
 
+@dataclass(frozen=True)
+class Limit:
+    """One limit on the recommendation: which, the highest load it allows, why, and the highest load it rests on (the
+    first step past it; None: every step)."""
+
+    name: str
+    load: float
+    reason: str
+    rests_on: float | None
+
+
+def _next_load(loads: Sequence[float], load: float | None) -> float | None:
+    """The first tested load above ``load`` (the step that showed a limit), or None."""
+    return next((u for u in loads if load is not None and u > load), None)
+
+
+def recommend(limits: Sequence[Limit], loads: Sequence[float], noun: str, unit: str) -> Limit:
+    """The lowest load every limit allows (on a tie the first listed binds); without one, the highest tested load,
+    resting on every step."""
+    if not limits:
+        top = max(loads) if loads else 0
+        return Limit("none", top, f"no limit reached up to {_at(top, unit)}: test a higher {noun}", None)
+    return min(limits, key=lambda limit: limit.load)
+
+
 def analyze(
     model: str,
     steps: Sequence[StepRow],
@@ -239,6 +293,7 @@ def analyze(
     goodput_exact: bool = False,
     cap_share: float = CAP_SHARE,
     search: Mapping[str, Any] | None = None,
+    error_budget: float = ERROR_BUDGET,
 ) -> Analysis:
     """Everything in the module docstring, for one model's steps (steps with no completed request are left out)."""
     sla = sla or Sla()
@@ -251,8 +306,10 @@ def analyze(
     if search is not None:  # one probe per load: the last run at it
         steps = list({s["users"]: s for s in steps}.values())
     users = [s["users"] for s in steps]
+    decode = [value(s, "itl_p50_ms") for s in steps]
     knees = {
-        metric: latency_knee(users, [value(s, f"{metric}_p99_ms") for s in steps]) for metric in ("ttft", "itl", "e2e")
+        metric: latency_knee(users, [value(s, f"{metric}_p99_ms") for s in steps], decode if metric == "ttft" else None)
+        for metric in ("ttft", "itl", "e2e")
     }
     sat_users, sat_note = rate_saturation(steps) if mode == "rate" else throughput_saturation(steps, load=load)
     sla_users, sla_interp, sla_note = sla_capacity(steps, sla, load)
@@ -261,33 +318,59 @@ def analyze(
             search, knees["ttft"], (sla_users, sla_interp, sla_note)
         )
     cap_users, cap_share_seen = provider_cap(steps, cap_share)
-    below_cap = None
-    if cap_users is not None:
-        below = [u for u in users if u < cap_users]
-        below_cap = below[-1] if below else 0
+    queue_users, queue_note = first_queue(steps, load)
+    errors_users, errors_note = first_over_budget(steps, error_budget, load)
+
+    def below(x: float) -> float:
+        lower = [u for u in users if u < x]
+        return lower[-1] if lower else 0
+
+    def past(name: str, x: float, why: str) -> Limit:
+        allowed = below(x)
+        prefix = "" if allowed else f"every tested {noun} is past capacity: "
+        return Limit(name, allowed, prefix + why, x)
+
+    knee = knees["ttft"]
     sla_binds = sla_users is not None and not sla_note.startswith("every")
-    limits = [  # on a tie the first named binds: 429s also flatten throughput, so the provider comes first
-        (below_cap, "provider rate limit (HTTP 429)"),
-        (sla_users if sla_binds else None, "SLA capacity"),
-        (knees["ttft"].users, "latency knee (TTFT p99)"),
-        (sat_users, "throughput saturation"),
-    ]
-    applicable = [(u, why) for u, why in limits if u is not None]
-    recommended: float | None = max(users) if users else None
-    reason = f"no limit reached up to {_at(recommended or 0, load)}: test a higher {noun}"
-    if applicable:
-        recommended, reason = min(applicable, key=lambda x: x[0])
-    if mode == "rate" and sat_users is None and sat_note.startswith("already behind"):
-        recommended, reason = 0, f"no offered rate was kept up with: {sat_note}"  # never a rate not served
+    rests_on: dict[str, float | None] = {
+        "latency_knee": knee.bracket[1] if knee.bracket else knee.users,
+        "throughput_saturation": _next_load(users, sat_users) if mode == "rate" else None,
+        "sla_capacity": _next_load(users, sla_users) if sla_binds else (users[0] if sla.given and users else None),
+        "provider_cap": cap_users,
+        "server_queue": queue_users,
+        "error_budget": errors_users,
+    }
+    limits: list[Limit] = []  # on a tie the first listed binds: the provider's and server's evidence before curves
+    if cap_users is not None:
+        limits.append(past("provider_cap", cap_users, "provider rate limit (HTTP 429)"))
+    if sla_binds and sla_users is not None:
+        limits.append(Limit("sla_capacity", sla_users, "SLA capacity", rests_on["sla_capacity"]))
+    if queue_users is not None:
+        limits.append(past("server_queue", queue_users, f"server queue: {queue_note}"))
+    if errors_users is not None:
+        limits.append(past("error_budget", errors_users, f"error budget: {errors_note}"))
+    if knee.users is not None:
+        limits.append(Limit("latency_knee", knee.users, "latency knee (TTFT p99)", rests_on["latency_knee"]))
+    if sat_users is not None:
+        limits.append(
+            Limit("throughput_saturation", sat_users, "throughput saturation", rests_on["throughput_saturation"])
+        )
+    chosen = recommend(limits, users, noun, load)
+    recommended: float | None = chosen.load
+    reason, rests = chosen.reason, chosen.rests_on
+    first = users[0] if users else None
+    if mode == "rate" and sat_users is None and sat_note.startswith("already behind"):  # never a rate not served
+        recommended, reason, rests = 0, f"no offered rate was kept up with: {sat_note}", first
     if sla.given and sla_users is None:
-        recommended, reason = 0, f"no tested {noun} meets the SLA"
+        recommended, reason, rests = 0, f"no tested {noun} meets the SLA", first
     if search is not None and list(search["bracket"]) == [None, None]:
         recommended, reason = None, f"the search decided nothing ({search['reason']})"
     return Analysis(
         model=model,
         users=users,
-        latency_knee_users=knees["ttft"].users,
-        latency_knee_bracket=knees["ttft"].bracket,
+        latency_knee_users=knee.users,
+        latency_knee_bracket=knee.bracket,
+        latency_knee_confidence=knee.confidence,
         latency_knees={m: _knee_dict(k) for m, k in knees.items()},
         throughput_saturation_users=sat_users,
         throughput_note=sat_note,
@@ -296,9 +379,15 @@ def analyze(
         sla_note=sla_note,
         provider_cap_users=cap_users,
         provider_cap_share=cap_share_seen,
+        server_queue_users=queue_users,
+        server_queue_note=queue_note,
+        error_budget_users=errors_users,
+        error_budget_note=errors_note,
         recommended_users=recommended,
         recommended_reason=reason,
-        provider_is_the_wall=reason.startswith("provider"),
+        provider_is_the_wall=chosen.name == "provider_cap" and reason == chosen.reason,
+        binding=chosen.name if reason == chosen.reason else "none",
+        rests_on={**rests_on, "recommended": rests},
         goodput=goodput(steps, sla, goodput_exact),
         cost=cost(steps, prices),
         mode=mode,

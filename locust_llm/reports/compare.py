@@ -118,7 +118,13 @@ def _capacity(baseline: dict[str, Any], current: dict[str, Any], key: str, t: Th
 
 
 def _steps(summary: dict[str, Any], model: str) -> dict[int, dict[str, Any]]:
-    return {s["users"]: s for s in summary["steps"] if series(s) == model and s.get("requests")}
+    """The model's steps with requests, by load; an invalid step (one no answer of a valid run rests on) is not
+    compared."""
+    return {
+        s["users"]: s
+        for s in summary["steps"]
+        if series(s) == model and s.get("requests") and s.get("valid") is not False
+    }
 
 
 def _continuous(baseline: dict[str, Any], current: dict[str, Any], t: Thresholds) -> list[Check]:

@@ -1,9 +1,14 @@
-"""Why the knee is where it is: the wall, from one model's per-step rows. Pure.
+"""Why the capacity is where it is: the wall, from one model's per-step rows and their analysis. Pure.
 
-It compares the knee step (else the recommendation's) with the next: ``generator`` if a step was invalid for the
-generator, ``provider_cap`` past ``CAP_SHARE`` of 429s or nothing left of a stated cap, then from the server's
-metrics ``kv_cache`` (KV usage at ``KV_FULL``, a growing queue), ``batch_limit`` (a queue, KV below ``KV_FULL``) or
-``batch_decode`` (no queue, more running, ITL up ``ITL_RISE``); else ``unknown``. docs/methodology.md, "The diagnosis".
+It reads the step the recommendation allows (``B``) and the first step past it (``W``), every gauge as its median over
+the steady window, and names the first wall that fits: ``generator`` (a step up to ``W`` invalid for the
+generator), ``provider_cap`` (over ``CAP_SHARE`` of 429s, or nothing left of a stated cap), then from the server's
+metrics at ``W``: ``kv_cache`` (a queue with KV usage at ``KV_FULL``, or preemptions rising), ``batch_limit`` (a
+queue while KV usage stays below ``KV_FULL``, or, without a KV gauge, while the running count stays flat from ``B``),
+``batch_decode`` (no queue, more running, ITL up ``ITL_RISE``); else ``unknown``. No wall is named where no limit was
+reached. Confidence is ``high`` only when the bend lies inside the sweep, ``B`` and ``W`` each had ``MIN_SCRAPES``
+scrapes, and each gauge the wall rests on is past its threshold by a margin (a queue twice its threshold, ITL up twice
+``ITL_RISE``, 429s twice ``CAP_SHARE``). docs/methodology.md, "The diagnosis".
 """
 
 from __future__ import annotations
@@ -11,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from locust_llm.measure.thresholds import CAP_SHARE, ITL_RISE, KV_FULL, QUEUE, QUEUE_SHARE
+from locust_llm.measure.evidence import server_queue
+from locust_llm.measure.thresholds import CAP_SHARE, ITL_RISE, KV_FULL, MIN_SCRAPES, QUEUE, QUEUE_SHARE
 
 __all__ = ["WALLS", "diagnose"]
 
@@ -23,11 +29,18 @@ WALLS = {
     "generator": "the load generator, not the server",
     "unknown": "not sure",
 }
+FLAT = 0.10
+"""A running count is flat between two steps when it moved by at most this share (or one request)."""
 
 
-def _f(row: Mapping[str, Any], key: str) -> float | None:
-    value = row.get(key)
+def _f(row: Mapping[str, Any] | None, key: str) -> float | None:
+    value = None if row is None else row.get(key)
     return None if value is None or value == "" else float(value)
+
+
+def _load_of(row: Mapping[str, Any]) -> float:
+    offered = _f(row, "offered_req_s")
+    return offered if offered is not None else float(row["users"])
 
 
 def _load(row: Mapping[str, Any]) -> str:
@@ -45,28 +58,44 @@ def _result(wall: str, evidence: list[str], confidence: str) -> dict[str, Any]:
     }
 
 
-def diagnose(steps: Sequence[Mapping[str, Any]], knee_load: float | None) -> dict[str, Any]:
-    """The wall (module docstring) of ``steps`` (one model's rows in increasing load), whose knee is at
-    ``knee_load`` (users, or req/s in open loop); ``wall``, ``evidence``, ``confidence`` and a ``sentence``."""
-    rows = sorted(steps, key=lambda r: _f(r, "offered_req_s") or float(r["users"]))
-    if len(rows) < 2:
-        return _result("unknown", ["fewer than two steps"], "low")
-    load = [_f(r, "offered_req_s") or float(r["users"]) for r in rows]
-    b = max((i for i, x in enumerate(load) if knee_load is not None and x <= knee_load), default=None)
-    inside = b is not None and b + 1 < len(rows)
-    if b is None or not inside:
-        b = len(rows) - 2  # no bend inside the sweep: its last two steps, and what they show is low confidence
-    before, wall_row = rows[b], rows[b + 1]
-    upto = rows[: b + 2]
+def _scraped(row: Mapping[str, Any] | None) -> bool:
+    return (_f(row, "server_scrapes") or 0) >= MIN_SCRAPES
+
+
+def diagnose(steps: Sequence[Mapping[str, Any]], analysis: Mapping[str, Any]) -> dict[str, Any]:
+    """The wall (module docstring) of ``steps`` (one model's rows) whose analysis (``reports.analysis``, as a dict
+    in either mode's names) says where the recommendation is and what bound it; ``wall``, ``evidence``,
+    ``confidence`` and a ``sentence``."""
+    rows = sorted((r for r in steps if r.get("requests")), key=_load_of)
+    if not rows:
+        return _result("unknown", ["no step completed a request"], "low")
+    binding = analysis.get("binding", "none")
+    allowed = next((analysis[k] for k in ("recommended_users", "recommended_rate_req_s") if k in analysis), None)
+    if binding == "none":
+        top = _load(rows[-1])
+        return _result("unknown", [f"no limit reached up to {top}: no wall to name"], "low")
+    below = [r for r in rows if allowed is not None and _load_of(r) <= allowed]
+    before = below[-1] if below and allowed else None
+    wall_row = next((r for r in rows if allowed is None or _load_of(r) > allowed), rows[-1])
+    upto = [r for r in rows if _load_of(r) <= _load_of(wall_row)]
+    knee_sure = binding != "latency_knee" or analysis.get("latency_knee_confidence") == "high"
+    inside = before is not None and knee_sure  # the bend lies between two tested steps, and is not in doubt
+    return _wall(before, wall_row, upto, inside)
+
+
+def _wall(
+    before: Mapping[str, Any] | None, wall_row: Mapping[str, Any], upto: list[Mapping[str, Any]], inside: bool
+) -> dict[str, Any]:
     for row in upto:
         reasons = str(row.get("invalid_reasons") or "")
-        if "generator saturated" in reasons or "scheduling lag" in reasons:
+        if any(k in reasons for k in ("generator saturated", "scheduling lag", "loop stalled")):
             return _result("generator", [f"at {_load(row)}: {reasons}"], "high")
     for row in upto:
         requests = _f(row, "requests") or 0.0
         share = (_f(row, "status_429") or 0.0) / requests if requests else 0.0
         if share > CAP_SHARE:
-            return _result("provider_cap", [f"HTTP 429 on {share:.1%} of requests at {_load(row)}"], "high")
+            sure = "high" if share >= 2 * CAP_SHARE else "low"
+            return _result("provider_cap", [f"HTTP 429 on {share:.1%} of requests at {_load(row)}"], sure)
         for what in ("requests", "tokens"):  # the provider's own headers: nothing of a cap left
             limit = _f(row, f"ratelimit_limit_{what}")
             if _f(row, f"ratelimit_remaining_{what}_min") == 0 and limit:
@@ -74,26 +103,53 @@ def diagnose(steps: Sequence[Mapping[str, Any]], knee_load: float | None) -> dic
                 return _result("provider_cap", evidence, "high")
     if not _f(wall_row, "server_scrapes"):
         return _result("unknown", ["no server metrics, and no HTTP 429 to go on"], "low")
-    kv, waiting, running = (
-        _f(wall_row, k) for k in ("server_kv_usage_max", "server_waiting_p50", "server_running_p50")
+    return _server_wall(before, wall_row, inside and _scraped(before) and _scraped(wall_row))
+
+
+def _server_wall(before: Mapping[str, Any] | None, wall_row: Mapping[str, Any], sure: bool) -> dict[str, Any]:
+    """The wall from the server's own gauges at ``wall_row`` (and ``before``, the step allowed), module docstring."""
+    at, was = _load(wall_row), (_load(before) if before is not None else "the step below")
+    kv, running, waiting = (
+        _f(wall_row, k) for k in ("server_kv_usage_p50", "server_running_p50", "server_waiting_p50")
     )
-    waiting_before = _f(before, "server_waiting_p50")
-    running_before = _f(before, "server_running_p50")
+    running_before, waiting_before = _f(before, "server_running_p50"), _f(before, "server_waiting_p50")
+    preempted = (_f(wall_row, "server_preemptions") or 0) > (_f(before, "server_preemptions") or 0)
     itl, itl_before = _f(wall_row, "itl_p50_ms"), _f(before, "itl_p50_ms")
     itl_note = f"ITL p50 {100 * (itl / itl_before - 1):+.0f}%" if itl and itl_before else "ITL unknown"
-    queue = f"{waiting:g} requests waiting at {_load(wall_row)} ({waiting_before or 0:g} at {_load(before)})"
-    confidence = "high" if inside and _f(before, "server_scrapes") else "low"
-    queued = waiting is not None and waiting > max(QUEUE, QUEUE_SHARE * (running or 0.0))
-    if queued and waiting is not None and waiting > (waiting_before or 0.0):
-        if kv is not None and kv >= KV_FULL:
-            return _result("kv_cache", [f"KV usage {kv:.2f} and {queue}", itl_note], confidence)
+    queue = server_queue(wall_row)
+    if queue is not None:
+        text = f"{waiting:g} requests waiting and {running or 0:g} running at {at} ({waiting_before or 0:g} at {was})"
+        margin = (waiting or 0.0) >= 2 * max(QUEUE, QUEUE_SHARE * (running or 0.0))
+        confidence = "high" if sure and margin else "low"
+        if (kv is not None and kv >= KV_FULL) or preempted:
+            evidence = [text, *([f"KV usage {kv:.2f}"] if kv is not None else []), _preemptions(wall_row, preempted)]
+            return _result("kv_cache", [e for e in evidence if e], confidence)
         if kv is not None:
-            running_max = _f(wall_row, "server_running_max")
-            evidence = [f"{queue} while KV usage stayed at {kv:.2f}", f"at most {running_max:g} running"]
+            return _result(
+                "batch_limit", [text, f"KV usage only {kv:.2f}: the server caps its running requests"], confidence
+            )
+        if running is not None and running_before is not None and _flat(running_before, running):
+            evidence = [
+                text,
+                f"the running count held at {running:g} from {was}: a limit on running requests, whose cause (slots or "
+                "memory) the server's metrics do not say (no KV-cache usage)",
+            ]
             return _result("batch_limit", evidence, confidence)
-        return _result("unknown", [queue, "no KV-cache usage to tell memory from a batch limit"], "low")
+        return _result("unknown", [text, "no KV-cache usage, and the running count still moved"], "low")
+    if preempted:
+        return _result("kv_cache", [f"no queue at {at}", _preemptions(wall_row, True)], "low")
     grew = running is not None and running_before is not None and running > running_before
     if grew and itl and itl_before and itl >= (1 + ITL_RISE) * itl_before:
-        evidence = [f"{running:g} requests running at {_load(wall_row)} ({running_before:g} at {_load(before)})"]
-        return _result("batch_decode", [*evidence, f"no queue, {itl_note}"], confidence)
-    return _result("unknown", [f"no queue and no slower decode at {_load(wall_row)}", itl_note], "low")
+        evidence = [f"{running:g} requests running at {at} ({running_before:g} at {was})", f"no queue, {itl_note}"]
+        margin = itl >= (1 + 2 * ITL_RISE) * itl_before
+        return _result("batch_decode", evidence, "high" if sure and margin else "low")
+    return _result("unknown", [f"no queue and no slower decode at {at}", itl_note], "low")
+
+
+def _flat(before: float, after: float) -> bool:
+    return abs(after - before) <= max(1.0, FLAT * before)
+
+
+def _preemptions(row: Mapping[str, Any], rising: bool) -> str:
+    n = _f(row, "server_preemptions")
+    return f"{n:g} preemptions in the window (the server evicting requests for KV room)" if rising and n else ""

@@ -153,6 +153,79 @@ def _status_chart(summary: dict[str, Any]) -> go.Figure:
     return fig
 
 
+def _range(steps: list[dict[str, Any]], model: str, gauge: str) -> tuple[list[float], list[Any], dict[str, Any]]:
+    """A gauge's median per load with its range (min to max over the step's scrapes) as asymmetric error bars."""
+    x, mid = _series(steps, model, f"server_{gauge}_p50")
+    _, top = _series(steps, model, f"server_{gauge}_max")
+    _, bottom = _series(steps, model, f"server_{gauge}_min")
+    plus = [None if m is None or t is None else t - m for m, t in zip(mid, top, strict=True)]
+    minus = [None if m is None or b is None else m - b for m, b in zip(mid, bottom, strict=True)]
+    return x, mid, {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus}
+
+
+def _share(row: dict[str, Any], part: str) -> float | None:
+    requests = row.get("requests") or 0
+    if not requests:
+        return None
+    failed = (row.get("errors") or 0) - (row.get("status_429") or 0) if part == "errors" else row.get("status_429") or 0
+    return round(100 * failed / requests, 2)
+
+
+def _evidence_chart(summary: dict[str, Any]) -> go.Figure:
+    """What the diagnosis read: the server's KV usage, running and waiting requests per step (median, and the range
+    of the step's scrapes), the HTTP 429 and other error shares, with the knee, the recommendation and the wall."""
+    model = summary["model"]
+    steps = summary["steps"]
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        specs=[[{"secondary_y": True}], [{}]],
+        vertical_spacing=0.1,
+        row_heights=[0.65, 0.35],
+    )
+    for gauge, name, secondary in (
+        ("running", "running", False),
+        ("waiting", "waiting", False),
+        ("kv_usage", "KV usage", True),
+    ):
+        x, mid, bars = _range(steps, model, gauge)
+        trace = go.Scatter(x=x, y=mid, error_y=bars, mode="lines+markers", name=f"{name} (median, range)")
+        fig.add_trace(trace, row=1, col=1, secondary_y=secondary)
+    rows = sorted((r for r in steps if series(r) == model and r["users"] > 0), key=lambda r: r["users"])
+    rows = list({r["users"]: r for r in rows}.values())
+    for part, name, color in (("status_429", "HTTP 429 %", "#d62728"), ("errors", "other errors %", "#9467bd")):
+        fig.add_trace(
+            go.Bar(x=[_x(r["users"]) for r in rows], y=[_share(r, part) for r in rows], name=name, marker_color=color),
+            row=2,
+            col=1,
+        )
+    knee = summary["knee"]
+    _vline(fig, knee["latency_knee_users"], "knee (p99)", "#d62728")
+    if knee["recommended_users"] and knee["recommended_users"] != knee["latency_knee_users"]:
+        _vline(fig, knee["recommended_users"], "recommended", "#2ca02c", "dot")
+    diagnosis = summary.get("diagnosis") or {}
+    wall = next(
+        (r["users"] for r in rows if knee["recommended_users"] is not None and r["users"] > knee["recommended_users"]),
+        None,
+    )
+    if wall is not None and diagnosis.get("wall") not in (None, "unknown"):
+        _vline(fig, wall, f"wall: {diagnosis['wall']}", "#ff7f0e", "dashdot")
+    fig.update_layout(
+        title=f"What the diagnosis read ({model}): {diagnosis.get('sentence', 'no diagnosis')}"[:160],
+        legend={"orientation": "h", "y": -0.12},
+        barmode="group",
+        height=620,
+    )
+    fig.update_yaxes(title_text="requests", row=1, col=1, secondary_y=False)
+    fig.update_yaxes(title_text="KV usage", range=[0, 1.05], row=1, col=1, secondary_y=True)
+    fig.update_yaxes(title_text="% of requests", row=2, col=1)
+    users = _all_users(summary)
+    fig.update_xaxes(tickvals=[_x(u) for u in users], ticktext=[f"{u:g}" for u in users], row=2, col=1)
+    fig.update_xaxes(title_text=summary["axis_title"], row=2, col=1)
+    return fig
+
+
 def _timeline_chart(timeline: list[dict[str, Any]]) -> go.Figure:
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     t = [p["t_s"] for p in timeline]
@@ -280,6 +353,7 @@ def _figures(summary: dict[str, Any], timeline: list[dict[str, Any]]) -> list[go
         _latency_chart(summary, "ttft", "Time to first token vs concurrency"),
         _latency_chart(summary, "itl", "Inter-token latency vs concurrency"),
         _throughput_chart(summary),
+        _evidence_chart(summary),
         _status_chart(summary),
     ]
     if summary.get("turns"):
@@ -364,10 +438,16 @@ td {{ text-align: right; }} tr.invalid td {{ background: #fde8e8; }} .chart {{ h
 """
 
 
+def _height(spec: dict[str, Any]) -> str:
+    """A chart taller than the page's default (420 px) says so in its layout: its box is made that tall."""
+    height = spec.get("layout", {}).get("height")
+    return f' style="height: {int(height)}px"' if height else ""
+
+
 def render_html(summary: dict[str, Any], timeline: list[dict[str, Any]] | None = None) -> str:
     figures = _figures(by_load(summary), timeline or [])
     specs = [json.loads(fig.to_json()) for fig in figures]
-    charts = "\n".join(f'<div class="chart" id="chart-{i}"></div>' for i in range(len(specs)))
+    charts = "\n".join(f'<div class="chart" id="chart-{i}"{_height(spec)}></div>' for i, spec in enumerate(specs))
     return PAGE.format(
         heading="locust-llm capacity report",
         table_title="Per-step results",

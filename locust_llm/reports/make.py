@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from locust_llm.measure.sla import Prices, Sla
+from locust_llm.measure.thresholds import ERROR_BUDGET
 from locust_llm.reports.compare import GateInputError, Thresholds, compare, format_comparison
 from locust_llm.reports.files import ReportInputError, read_json_object
 from locust_llm.reports.html import write_html
@@ -51,12 +52,13 @@ def make_report(
     prices: Prices,
     baseline: str | Path | None = None,
     thresholds: Thresholds | None = None,
+    error_budget: float = ERROR_BUDGET,
 ) -> ReportOutcome:
     """The summary of ``run``, written to ``paths`` (summary.json, report.html) unless None, compared with
     ``baseline`` when given; the outcome's exit code is the verdict (:func:`locust_llm.reports.verdict.verdict`).
 
     Raises :class:`ReportInputError` when the report cannot be written."""
-    summary = build_summary(run, sla, prices)
+    summary = build_summary(run, sla, prices, error_budget)
     text = console_summary(summary)
     if paths is not None:
         json_path, html_path = paths

@@ -9,11 +9,13 @@ Its fields: docs/methodology.md, "summary.json".
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from locust_llm.measure.rows import series
 from locust_llm.measure.sla import Prices, Sla
+from locust_llm.measure.thresholds import ERROR_BUDGET
 from locust_llm.reports.analysis import RATE_KEYS, Analysis, analyze
 from locust_llm.reports.chain import route_prices, routes_summary, routes_text
 from locust_llm.reports.diagnosis import diagnose
@@ -37,13 +39,17 @@ VERSION = 1
 KNEE_KEYS = (
     "latency_knee_users",
     "latency_knee_bracket",
+    "latency_knee_confidence",
     "throughput_saturation_users",
     "sla_max_users",
     "sla_max_users_interpolated",
     "provider_cap_users",
     "provider_cap_share",
+    "server_queue_users",
+    "error_budget_users",
     "recommended_users",
     "recommended_reason",
+    "binding",
     "provider_is_the_wall",
 )
 
@@ -107,6 +113,22 @@ def _decided_steps(search: dict[str, Any]) -> set[int]:
     return {step for probe in search["probes"] if probe["verdict"] != "invalid" for step in probe["steps"]}
 
 
+def _load(row: Mapping[str, Any]) -> float:
+    offered = row.get("offered_req_s")
+    return float(offered) if offered not in (None, "") else float(row["users"])
+
+
+def verdict_steps(rows: Sequence[Mapping[str, Any]], rests_on: dict[str, float | None]) -> dict[str, dict[str, Any]]:
+    """For each answer, the steps it rests on (every step up to the load it rests on: the rows' loads, in users or
+    offered req/s) and those of them that are invalid."""
+    out = {}
+    for name, limit in rests_on.items():
+        steps = sorted({r["step"] for r in rows if limit is None or _load(r) <= limit})
+        invalid = sorted({r["step"] for r in rows if r["step"] in steps and r.get("valid") is False})
+        out[name] = {"load": limit, "steps": steps, "invalid_steps": invalid}
+    return out
+
+
 def _primary(run: LoadedRun) -> str:
     """The model with the most requests; with ``--routes`` the primary route of the most weight."""
     primaries = ((run.run_meta.get("settings") or {}).get("routes") or {}).get("primary") or {}
@@ -118,7 +140,7 @@ def _primary(run: LoadedRun) -> str:
     return max(sorted(totals), key=lambda m: totals[m])
 
 
-def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
+def build_summary(run: LoadedRun, sla: Sla, prices: Prices, error_budget: float = ERROR_BUDGET) -> dict[str, Any]:
     run_sla = run.run_meta.get("settings", {}).get("sla")
     exact = bool(run_sla) and run_sla == sla.as_dict() and not run.approximate
     search = run.run_meta.get("search")
@@ -135,10 +157,13 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
             Prices(**own_prices[model]) if model in own_prices else prices,
             goodput_exact=exact,
             search=search if model == primary else None,
+            error_budget=error_budget,
         )
         for model in run.models
     }
-    judged = _decided_steps(search) if search is not None else {s["step"] for s in run.steps}
+    primary_rows = [s for s in run.steps if series(s) == primary]
+    verdicts = verdict_steps(primary_rows, analyses[primary].rests_on)
+    judged = _decided_steps(search) if search is not None else set(verdicts["recommended"]["steps"])
     reasons = sorted(
         {
             f"step {s['step']}: {s['invalid_reasons']}"
@@ -156,9 +181,6 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
     primary_analysis = analyses[primary].as_dict()
     mode = analyses[primary].mode
     keys = [RATE_KEYS.get(k, k) for k in KNEE_KEYS] if mode == "rate" else list(KNEE_KEYS)
-    bends: tuple[str, ...] = ("latency_knee_users", "recommended_users")  # the bend, else where to stop
-    bends = tuple(RATE_KEYS[k] for k in bends) if mode == "rate" else bends
-    knee_load = next((primary_analysis[k] for k in bends if primary_analysis.get(k) is not None), None)
     return {
         "schema": SCHEMA,
         "version": VERSION,
@@ -168,6 +190,7 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
         "valid": not reasons,
         "invalid_reasons": reasons,
         "sla": {**sla.as_dict(), "error_limit": sla.error_limit, "described": sla.describe()},
+        "error_budget": error_budget,
         "prices": prices.as_dict(),
         "model": primary,
         "knee": {
@@ -175,7 +198,8 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices) -> dict[str, Any]:
             "search": search is not None,
             **trace_capacity(primary_analysis, (run.run_meta.get("settings") or {}).get("trace"), sla.given),
         },
-        "diagnosis": diagnose([s for s in run.steps if series(s) == primary], knee_load),
+        "verdicts": verdicts,
+        "diagnosis": diagnose(primary_rows, primary_analysis),
         **({"routes": routes_summary(run.steps, settings["routes"], primary)} if settings.get("routes") else {}),
         "analyses": {m: a.as_dict() for m, a in analyses.items()},
         "steps": run.steps,
@@ -250,6 +274,39 @@ def _route_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+VERDICT_NAMES = {
+    "latency_knee": "the latency knee",
+    "throughput_saturation": "the throughput saturation",
+    "sla_capacity": "the SLA capacity",
+    "provider_cap": "the provider cap",
+    "server_queue": "the server queue",
+    "error_budget": "the error budget",
+}
+
+
+def _trust_lines(summary: dict[str, Any]) -> list[str]:
+    """Which answers rest on invalid steps: the invalid steps the recommendation does not rest on (the run stays
+    valid), and each other answer that rests on one (not to be trusted)."""
+    verdicts = summary.get("verdicts")
+    if not verdicts or summary.get("search"):
+        return []
+    resting = set(verdicts["recommended"]["steps"])
+    invalid = sorted({s["step"] for s in summary["steps"] if s.get("valid") is False})
+    outside = [step for step in invalid if step not in resting]
+    lines = []
+    if outside:
+        named = ", ".join(map(str, outside))
+        lines.append(
+            f"  invalid step(s) {named}: the recommendation does not rest on them (its steps: up to "
+            f"{load_text(summary, verdicts['recommended']['load'])})"
+        )
+    for name, label in VERDICT_NAMES.items():
+        bad = (verdicts.get(name) or {}).get("invalid_steps") or []
+        if bad and any(step not in resting for step in bad):
+            lines.append(f"  {label} rests on invalid step(s) {', '.join(map(str, bad))}: not to be trusted")
+    return lines
+
+
 def write_json(summary: dict[str, Any], path: Path) -> None:
     write_text_atomic(path, json.dumps(summary, indent=2, default=str) + "\n")
 
@@ -280,11 +337,13 @@ def console_summary(summary: dict[str, Any]) -> str:
     def at(key: str) -> Any:
         return knee[knee_key(summary, key)]
 
+    knee_note = a["latency_knees"]["ttft"]
     if at("latency_knee_users") is not None:
         where = f" (the bend lies between {bracket[0]:g} and {load_text(summary, bracket[1])})" if bracket else ""
-        lines.append(f"  latency knee (TTFT p99): {load_text(summary, at('latency_knee_users'))}{where}")
+        doubt = f"; low confidence: {knee_note['note']}" if knee.get("latency_knee_confidence") == "low" else ""
+        lines.append(f"  latency knee (TTFT p99): {load_text(summary, at('latency_knee_users'))}{where}{doubt}")
     else:
-        lines.append(f"  latency knee (TTFT p99): none — {a['latency_knees']['ttft']['note']}")
+        lines.append(f"  latency knee (TTFT p99): none — {knee_note['note']}")
     sat = at("throughput_saturation_users")
     lines.append(
         f"  throughput saturation: {load_text(summary, sat)} — {a['throughput_note']}"
@@ -302,6 +361,12 @@ def console_summary(summary: dict[str, Any]) -> str:
             f"  provider cap: HTTP 429 on {100 * knee['provider_cap_share']:.1f}% of requests from "
             f"{load_text(summary, at('provider_cap_users'))}"
         )
+    if at("server_queue_users") is not None:
+        lines.append(f"  server queue: from {load_text(summary, at('server_queue_users'))} — {a['server_queue_note']}")
+    if at("error_budget_users") is not None:
+        lines.append(
+            f"  error budget: exceeded from {load_text(summary, at('error_budget_users'))} — {a['error_budget_note']}"
+        )
     rec = at("recommended_users")
     noun = "rate" if summary.get("mode") == "rate" else "concurrency"
     reason = knee["recommended_reason"]
@@ -312,6 +377,7 @@ def console_summary(summary: dict[str, Any]) -> str:
     )
     if knee["provider_is_the_wall"]:
         lines.append("  the wall is the provider's rate limit (HTTP 429), not the model: raise the limit or add keys")
+    lines += _trust_lines(summary)
     lines += _route_lines(summary)
     traced = trace_text(summary)
     if traced:

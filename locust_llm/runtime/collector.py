@@ -20,11 +20,12 @@ from locust_llm.measure.health import StepHealth, Validity, invalid_reasons
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.rows import RouteBook, StepRow, StepWindow, WorkerRow, step_row, step_rows
 from locust_llm.measure.sla import Prices
-from locust_llm.measure.stats import STEADY, WARMUP, StatsKey, StatsTable, StepStats
+from locust_llm.measure.stats import GENERATOR, STEADY, WARMUP, StatsKey, StatsTable, StepStats
 from locust_llm.measure.timeline import Timeline
 from locust_llm.protocol.metrics import RequestResult
 from locust_llm.runtime.cpu import CpuSampler
 from locust_llm.runtime.progress import SETTLE_S
+from locust_llm.runtime.stall import LoopWatch
 
 __all__ = ["PENDING_LIMIT", "PENDING_TOKENS", "Collector"]
 
@@ -84,6 +85,8 @@ class Collector:
         preflight was given. A master passes the time left with each step message."""
         self.dropped_routes: list[str] = []
         """Routes the preflight found down and ``--routes-allow-down`` dropped; a master passes them on too."""
+        self._stalls: list[tuple[int, int]] = []  # (at ns, lateness ns) of the loop watchdog, filed with the rest
+        self.loop_watch = LoopWatch(lambda at_ns, late_ns: self._stalls.append((at_ns, late_ns)))
 
     # -- wiring ------------------------------------------------------------------------------------------------
 
@@ -99,9 +102,12 @@ class Collector:
         elif self.role == "master":
             events.worker_report.add_listener(self._on_worker_report)
             events.worker_connect.add_listener(self._on_worker_connect)
+        if self.role != "master":  # the processes that time tokens
+            self.loop_watch.start()
         self._greenlet = gevent.spawn(self._sample_loop)
 
     def detach(self) -> None:
+        self.loop_watch.stop()
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
@@ -117,6 +123,8 @@ class Collector:
         self.closed = False
         if self._greenlet is None:
             self._greenlet = gevent.spawn(self._sample_loop)
+        if self.role != "master":
+            self.loop_watch.start()
         if self.role == "master":
             self._send(RESET_MESSAGE, {"run": run, "keep_steps": False})
 
@@ -125,6 +133,7 @@ class Collector:
         false."""
         self.table, self.merged = StatsTable(), StatsTable()
         self._pending, self._pending_tokens, self._clients = [], 0, []  # recorded before the reset: forgotten
+        self._stalls = []
         self.by_worker.clear()
         self.health.clear()
         self.worker_cpu.clear()
@@ -152,10 +161,14 @@ class Collector:
     def _file_pending(self) -> None:
         pending, self._pending, self._pending_tokens = self._pending, [], 0
         clients, self._clients = self._clients, []
+        stalls, self._stalls = self._stalls, []
         locate, table = self.timeline.locate, self.table
         table.add_all(pending, locate)
         for model, intended_ns, final, good in clients:
             table.add_client(model, intended_ns, final, locate, good)
+        if self.timeline.marks and not self.closed:  # before the first step, and once closed, they belong nowhere
+            for at_ns, late_ns in stalls:
+                table.add_stall(late_ns, at_ns, locate)
 
     def count(self, name: str, model: str, n: int, at_ns: int) -> None:
         if not self.closed:
@@ -279,6 +292,8 @@ class Collector:
         self.merged.merge(delta)
         shares = self.by_worker[client_id]
         for key, stats in delta:
+            if key.model == GENERATOR:  # the worker's loop stalls: merged, no share of requests
+                continue
             share = shares.setdefault(key, dict.fromkeys(WORKER_COUNTS, 0))
             for name in WORKER_COUNTS:
                 share[name] += stats.counts[name]
@@ -306,6 +321,7 @@ class Collector:
     def _sample_loop(self) -> None:
         while True:
             gevent.sleep(1.0)
+            self._file_pending()  # the watchdog's samples, at least once a second
             self.sample_health()
             if self.after_sample is not None:
                 self.after_sample()

@@ -214,7 +214,9 @@ def _report(run: LLMRun, prefix: str | None, step_rows: list[StepRow], meta: dic
     timeline = locust_timeline(prefix) if prefix else []
     path = steps_csv_path(prefix) if prefix else Path("-")
     loaded = LoadedRun(step_rows, "llm_steps", path, run_meta=meta, timeline=timeline, turns=conversation_rows(run))
-    outcome = make_report(loaded, report_paths(run, prefix), config.sla, config.prices, config.baseline, config.gate)
+    outcome = make_report(
+        loaded, report_paths(run, prefix), config.sla, config.prices, config.baseline, config.gate, config.error_budget
+    )
     run.report_text = outcome.text
     run.summary = outcome.summary
     if config.summary_log and outcome.summary is not None:

@@ -1,9 +1,10 @@
 """``--search``: the capacity search, run by the load shape as probes, one step each.
 
 A probe ends when its steady window holds ``--search-min-requests`` requests and is at least their E2E p50 long, or
-at ``--step-duration``; it is judged (:mod:`locust_llm.shapes.criteria`) on the exact merged statistics, and
-:mod:`locust_llm.shapes.search` chooses the next load. In open loop the driver rests between probes until nothing is
-in flight. The record goes to ``run.search`` for the outputs and the web UI.
+at ``--step-duration``; it is judged (:mod:`locust_llm.shapes.criteria`) on the exact merged statistics, a knee
+probe against the row of the load the search names, and :mod:`locust_llm.shapes.search` (``--search sla``) or
+:mod:`locust_llm.shapes.knee_search` (``--search knee``) chooses the next load. In open loop the driver rests
+between probes until nothing is in flight. The record goes to ``run.search`` for the outputs and the web UI.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from locust_llm.measure.rows import StepRow, series
 from locust_llm.runtime.run import LLMRun
 from locust_llm.shapes.criteria import Criterion
+from locust_llm.shapes.knee_search import KneeSearch
 from locust_llm.shapes.plan import MAX_SPAWN_RATE
 from locust_llm.shapes.search import Next, Search
 
@@ -34,8 +36,13 @@ class SearchDriver:
         self.run, self.settings, self.processes = run, settings, processes
         self.rate_mode = config.open_loop
         start = config.rates[0] if config.rates else config.steps[0]
-        self.search = Search(start, settings.precision, settings.max_load, integer=not self.rate_mode)
-        self.criterion = Criterion(settings.criterion, config.sla)
+        kind = KneeSearch if settings.criterion == "knee" else Search
+        self.search: Search | KneeSearch = kind(
+            start, settings.precision, settings.max_load, integer=not self.rate_mode
+        )
+        self.criterion = Criterion(settings.criterion, config.sla, config.error_budget)
+        self.steps_of: dict[float, tuple[int, ...]] = {}
+        """The steps each load's latest decided probe was judged on (a repeat: both), for a knee probe's reference."""
         self.step = 0  # the last step begun (a probe or a rest)
         self.probe_step = 0  # the step of the current (or last) probe
         self.users = 0
@@ -146,16 +153,20 @@ class SearchDriver:
         return False
 
     def _decide(self) -> bool | None:
-        """Judge the probe that has ended and record it; its verdict (None: invalid)."""
+        """Judge the probe that has ended (a knee probe against its reference's row) and record it; its verdict (None:
+        invalid)."""
         assert self.current is not None
         row = self._row()
         steps: tuple[int, ...] = (self.probe_step,)
+        config = self.run.require_config()
         if self.current.kind == "repeat" and row is not None:
             steps = (self.previous_step, self.probe_step)
-            config = self.run.require_config()
             row = self.run.collector.merged_row(steps, series(row), config.validity, config.row_prices)
-        outcome = self.criterion.judge(row)
+        reference = self._reference_row(self.current.reference, row)
+        outcome = self.criterion.judge(row, reference)
         probe = self.search.record(outcome, steps)
+        if outcome.passed is not None:
+            self.steps_of[probe.load] = steps
         verdict = {None: "invalid", True: "pass", False: "FAIL"}[outcome.passed]
         extra = " (borderline: run again)" if outcome.borderline and probe.kind != "repeat" else ""
         low, high = self.search.bracket
@@ -174,6 +185,14 @@ class SearchDriver:
         self.publish()
         return outcome.passed
 
+    def _reference_row(self, load: float | None, row: StepRow | None) -> StepRow | None:
+        """The row a knee probe is judged against: the reference load's decided probe (its steps merged)."""
+        steps = self.steps_of.get(load) if load is not None else None
+        if steps is None or row is None:
+            return None
+        config = self.run.require_config()
+        return self.run.collector.merged_row(steps, series(row), config.validity, config.row_prices)
+
     def publish(self) -> None:
         """Keep the search's record on the run, for the outputs and the web UI."""
         self.run.search = self.record()
@@ -184,7 +203,6 @@ class SearchDriver:
             "criterion": self.settings.criterion,
             "described": self.criterion.describe(),
             "unit": "req/s" if self.rate_mode else "users",
-            "reference_ttft_p99_ms": self.criterion.reference_ms,
             "running": not self.ended,
             "min_requests": self.settings.min_requests,
             "max_duration_s": self.settings.max_duration_s,

@@ -52,10 +52,12 @@ class Outcome:
 @dataclass(frozen=True)
 class Next:
     """The probe to run next: its load, and ``kind``: a new ``probe``, the ``repeat`` of a borderline one (to be
-    judged together with it) or the ``retry`` of an invalid one (judged alone)."""
+    judged together with it) or the ``retry`` of an invalid one (judged alone); a knee search's ``reference``, the
+    load whose probe it is judged against (:mod:`locust_llm.shapes.knee_search`)."""
 
     load: float
     kind: Kind = "probe"
+    reference: float | None = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +69,7 @@ class Probe:
     kind: Kind
     steps: tuple[int, ...]
     outcome: Outcome
+    reference: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         verdict = "invalid" if self.outcome.passed is None else ("pass" if self.outcome.passed else "fail")
@@ -79,6 +82,7 @@ class Probe:
             "borderline": self.outcome.borderline,
             "detail": self.outcome.detail,
             "repeated": self.kind == "repeat",
+            "reference": self.reference,
             **dict(self.outcome.values),
         }
 

@@ -45,6 +45,17 @@ def _faults(values: list[str] | None, flag: str) -> tuple[tuple[str, float], ...
     return tuple(parse_fault(f) for f in values or ())
 
 
+METRIC_GAUGES = ("kv_usage", "running", "waiting", "preemptions")
+
+
+def _gauges(text: str, flag: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in str(text or "").split(",") if n.strip())
+    unknown = [n for n in names if n not in METRIC_GAUGES]
+    if unknown:
+        raise ConfigError(f"{flag} names gauges of {', '.join(METRIC_GAUGES)}, got {', '.join(unknown)}")
+    return names
+
+
 def _many(values: list[str] | None, flag: str) -> tuple[str, ...]:
     return tuple(values or ())
 
@@ -96,8 +107,8 @@ SIM_FLAGS: tuple[Flag, ...] = (
     _sim_flag(
         "--preset",
         None,
-        "Models to serve: default, grok-like, small-gpu, pacing (implied by --capacity, --ttft-ms, --itl-ms) or "
-        "reasoning (docs/simulator.md).",
+        "Models to serve: default, grok-like, small-gpu, pacing (implied by --capacity, --ttft-ms, --itl-ms), "
+        "reasoning or slots (docs/simulator.md).",
     ),
     _sim_flag("--model", None, "Rename the first model of the preset."),
     *(_sim_flag(name, None, text + " Default: preset.", parse) for name, (_, parse, text) in _MODEL_FLAGS.items()),
@@ -132,6 +143,13 @@ SIM_FLAGS: tuple[Flag, ...] = (
         _number(float),
     ),
     _sim_flag("--stall-s", "600", "How long a 'stall' fault holds.", _number(float)),
+    _sim_flag(
+        "--metrics-omit",
+        "",
+        "Leave these gauges out of /metrics (kv_usage, running, waiting, preemptions), e.g. kv_usage for a server "
+        "without a KV gauge.",
+        lambda text, flag: _gauges(text, flag),
+    ),
     _sim_flag(
         "--prefix-cache",
         "auto",
@@ -212,6 +230,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         close_after_response=v["close_after_response"],
         close_delay_s=v["close_delay_ms"] / 1000.0,
         stall_s=v["stall_s"],
+        metrics_omit=v["metrics_omit"],
     )
 
 

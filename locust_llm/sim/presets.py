@@ -65,6 +65,7 @@ class SimConfig:
     close_after_response: bool = False
     close_delay_s: float = 0.0
     stall_s: float = 600.0
+    metrics_omit: tuple[str, ...] = ()  # gauges /metrics leaves out (a server without them: TGI has no KV gauge)
 
     def __post_init__(self) -> None:
         if not self.models:
@@ -147,6 +148,14 @@ def _reasoning() -> tuple[ModelSpec, ...]:
     return (dataclasses.replace(main, name="sim-reasoner", reasoning_tokens=48, output_fraction=1.0),)
 
 
+def _slots() -> tuple[ModelSpec, ...]:
+    """llama.cpp's shape: a fixed number of slots (8), each busy slot slowing decode (one CPU thread, a small GPU),
+    and a KV cache that never fills. TTFT rises smoothly with the batch, then jumps once requests wait for a slot."""
+    table = ((1, 20.0), (2, 22.0), (4, 26.0), (8, 34.0))
+    batch = BatchParams(kv_blocks=8192, max_batch=8, decode_table=table, prefill_ms_per_1k=40.0)
+    return (ModelSpec("sim-slots", batch=batch, context_tokens=4096, output_fraction=1.0),)
+
+
 def _pacing() -> tuple[ModelSpec, ...]:
     return (ModelSpec("sim-llm", engine="pacing", pacing=PacingParams(ttft_ms=200, itl_ms=20, capacity=32)),)
 
@@ -156,6 +165,7 @@ PRESETS = {
     "grok-like": (_grok_like, "grok-sim: large KV cache; the wall is the provider cap of 48 concurrent requests"),
     "small-gpu": (_small_gpu, "sim-small: one small GPU, knee ~16 users (its batch limit), 503 beyond 64 queued"),
     "pacing": (_pacing, "sim-llm: fixed TTFT 200 ms / ITL 20 ms, 32 at once, FIFO queue"),
+    "slots": (_slots, "sim-slots: 8 slots (--max-batch), decode slower with each busy slot, a cache that never fills"),
     "reasoning": (
         _reasoning,
         "sim-reasoner: the default engine, thinking 48 tokens (reasoning_content) before each "

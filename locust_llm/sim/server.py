@@ -268,6 +268,8 @@ class SimServer:
         self.metrics_scrapes += 1
         lines = []
         for metric, kind, gauge, text in VLLM_METRICS:
+            if gauge in self.config.metrics_omit:
+                continue
             samples = [(name, rt.gauges().get(gauge)) for name, rt in self.models.items()]
             samples = [(name, value) for name, value in samples if value is not None]
             if samples:

@@ -23,10 +23,9 @@ PRESETS = {
         "--preset grok-like",
         "--preset grok-like --max-concurrent-per-key 24",  # the provider cap halved
     ),
-    # up to its batch limit (16), shorter answers: its tokens take 25-40 ms, and past its limit requests queue for
-    # longer than an 8-second step holds
+    # shorter answers (its tokens take 25-40 ms), and one step past its batch limit (16), where requests queue
     "small-gpu": (
-        ("--steps", "4,8,16", "--max-tokens", "32"),
+        ("--steps", "4,8,16,32", "--max-tokens", "32"),
         "--preset small-gpu",
         "--preset small-gpu --decode-ms 1:40,2:42,4:45,8:52,16:64",  # decode 1.6 times slower
     ),
@@ -54,6 +53,7 @@ def runs(tmp_path_factory):
                 jobs[preset, name] = partial(sweep, tmp_path_factory.mktemp(f"{preset}-{name}"), steps, args)
         if batch == ("grok-like",):  # the default server with twice its KV cache rides along with grok-like's
             jobs["default", "doubled"] = partial(sweep, tmp_path_factory.mktemp("default-doubled"), *DOUBLED)
+            jobs["default", "search"] = partial(sweep, tmp_path_factory.mktemp("default-search"), SEARCH)
         for (preset, name), summary in at_once(jobs).items():
             made[preset][name] = summary
     return made
@@ -62,6 +62,10 @@ def runs(tmp_path_factory):
 # The default server with twice its KV cache (176 -> 352 blocks): its knee doubles (~34 -> ~68 users), so its sweep
 # goes to 128; the per-key cap of 100 concurrent requests is lifted, or its 429s would be the wall at 128
 DOUBLED = (("--steps", "16,32,64,128", "--max-tokens", "64"), "--kv-blocks 352 --max-concurrent-per-key 1000")
+
+
+# A knee search of the default server, from its sweep's first load: it must land where the sweep's knee is
+SEARCH = ("--search", "knee", "--steps", "8", "--max-tokens", "64", "--search-min-requests", "150")
 
 
 # Two runs of one simulator on a shared 2-core CI machine (pytest, the simulator and Locust on two cores) differ by
@@ -109,9 +113,9 @@ def test_a_smaller_kv_cache_moves_the_simulators_own_knee(runs):
 
 
 # The wall each preset is built to show (docs/simulator.md, "Presets"): the default's KV cache fills at its knee
-# (~34 users), grok-like's provider cap of 48 requests answers 429 from 64 users, and small-gpu's sweep stops at its
-# batch limit (16), where decode slows with every request added and nothing queues yet.
-WALLS = {"default": "kv_cache", "grok-like": "provider_cap", "small-gpu": "batch_decode"}
+# (~34 users), grok-like's provider cap of 48 requests answers 429 from 64 users, and small-gpu's 32 users queue
+# behind its batch limit of 16 while its small KV cache still has room.
+WALLS = {"default": "kv_cache", "grok-like": "provider_cap", "small-gpu": "batch_limit"}
 
 
 @pytest.mark.parametrize("preset", PRESETS)
@@ -153,3 +157,15 @@ def test_a_doubled_kv_cache_moves_the_knee_up_and_the_wall_stays_kv_cache(runs):
     assert truth[1] >= 1.8 * truth[0], truth
     assert doubled["knee"]["recommended_users"] > base["knee"]["recommended_users"], (doubled["knee"], base["knee"])
     assert doubled["diagnosis"]["wall"] == "kv_cache", doubled["diagnosis"]
+
+
+def test_the_knee_search_and_the_sweep_agree_on_the_default_server(runs):
+    """One definition of the knee: the search's answer lies within one step of the sweep's knee, whichever of the
+    two runs bent first (the default server's tail may already wait at 32 users, its analytic knee being above)."""
+    swept, searched = (json.loads(runs["default"][k].read_text()) for k in ("baseline", "search"))
+    loads = sorted({s["users"] for s in swept["steps"]})
+    knee = swept["knee"]["latency_knee_users"]
+    assert knee is not None and searched["search"]["complete"], (swept["knee"], searched["search"]["reason"])
+    at = loads.index(knee)
+    low, high = loads[max(at - 1, 0)], loads[min(at + 1, len(loads) - 1)]
+    assert low <= searched["search"]["answer"] <= high, (searched["search"]["answer"], knee, loads)

@@ -45,9 +45,13 @@ def test_every_chart_renders_without_javascript_errors(report, tmp_path):
     proc = headless(chromium(), tmp_path / "profile", "--dump-dom", report.as_uri())
     status = re.search(r'id="render-status">([^<]*)<', proc.stdout)
     assert status, proc.stderr[-2000:]
-    # TTFT, ITL, throughput, outcomes, timeline, cost
-    assert status.group(1) == "rendered 6 charts, 0 errors"
-    assert proc.stdout.count('class="main-svg"') >= 6
+    # TTFT, ITL, throughput, the server's evidence, outcomes, timeline, cost
+    assert status.group(1) == "rendered 7 charts, 0 errors"
+    assert proc.stdout.count('class="main-svg"') >= 7
+    # what the diagnosis read, drawn: the embedded simulator's gauges per step and the refusals beside them
+    for legend in ("running (median, range)", "waiting (median, range)", "KV usage (median, range)", "HTTP 429 %"):
+        assert legend in proc.stdout, legend
+    assert "What the diagnosis read (sim-llm)" in proc.stdout
 
 
 def test_screenshot_is_not_blank(report, tmp_path):

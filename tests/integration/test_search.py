@@ -60,7 +60,9 @@ def run_knee_search(out, capacity):
 
 def run_budget(out):
     """A knee search cut by its time budget, on the library path (``--fast-path off``): the search's rules do not
-    depend on how streams are read."""
+    depend on how streams are read. Each probe lasts its whole step (5 s: it never holds 10,000 requests), so the
+    budget of 12 s ends the search during its third probe, after the second decided the first: incomplete, with a
+    bracket."""
     return run_locust(
         "--headless",
         "--fast-path",
@@ -70,10 +72,12 @@ def run_budget(out):
         "--steps",
         "2",
         "--search-max-duration",
-        "10s",
+        "12s",
         *FAST,
+        "--step-duration",
+        "5s",
         "--search-min-requests",
-        "20",
+        "10000",
         "--sim-args",
         sim_args(2),
         "--csv",
@@ -179,7 +183,8 @@ def test_the_time_budget_ends_the_search_and_says_so(searches):
     summary = json.loads((tmp_path / "run_llm_summary.json").read_text())
     search = summary["search"]
     assert not search["complete"] and "--search-max-duration" in search["reason"]
-    assert search["probes"] and search["probes"][0]["verdict"] == "pass"  # decided before the budget ran out
+    assert [p["verdict"] for p in search["probes"]][:2] == ["pass", "pass"]  # decided before the budget ran out
+    assert search["bracket"][0] == 2 and search["answer"] == 2  # 1 user to 2: flat; nothing yet above
     assert proc.returncode == 0 and "(incomplete)" in proc.stdout
 
 

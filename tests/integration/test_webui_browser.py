@@ -81,15 +81,15 @@ def test_the_llm_tab_and_the_live_page_in_a_browser(browser, tmp_path):
         live_errors = watch(live)
         live.goto(base + "/llm/")
         live.wait_for_function(
-            "document.getElementById('render-status').textContent.startsWith('rendered 3 charts')", timeout=20_000
+            "document.getElementById('render-status').textContent.startsWith('rendered 4 charts')", timeout=20_000
         )
         running = live.locator("#render-status").inner_text()
-        assert "rendered 3 charts, 0 errors" in running and "running" in running
+        assert "rendered 4 charts, 0 errors" in running and "running" in running
         wait_for(base, "finished", timeout_s=90)
         live.wait_for_function(
             "document.getElementById('render-status').textContent.endsWith('finished')", timeout=20_000
         )
-        assert "rendered 3 charts, 0 errors" in live.locator("#render-status").inner_text()
+        assert "rendered 4 charts, 0 errors" in live.locator("#render-status").inner_text()
         summary = live.locator("#summary").inner_text()
         assert "recommended max concurrency" in summary and "latency knee" in summary
         assert live.locator("#links a").count() == 3

@@ -166,6 +166,6 @@ def test_the_report_draws_ttft_by_turn_in_a_real_browser(conversations, tmp_path
     proc = headless(chromium(), tmp_path / "profile", "--dump-dom", report.as_uri())
     status = re.search(r'id="render-status">([^<]*)<', proc.stdout)
     assert status, proc.stderr[-2000:]
-    # TTFT, ITL, throughput, outcomes, TTFT by turn, timeline
-    assert status.group(1) == "rendered 6 charts, 0 errors"
+    # TTFT, ITL, throughput, the server's evidence, outcomes, TTFT by turn, timeline
+    assert status.group(1) == "rendered 7 charts, 0 errors"
     assert "Time to first token by conversation turn" in proc.stdout

@@ -229,9 +229,11 @@ def test_the_dating_rule_would_catch_a_lab_notebook():
     assert FILE.findall("``{prefix}_llm_steps.csv``, ``summary.json``") == []
 
 
-def test_module_docstrings_are_short_and_together_under_6000_words():
+def test_module_docstrings_are_short_and_together_under_7000_words():
+    """About 60 words a module: a verdict's module states its rule with its formula (the knee, the evidence of
+    capacity, the diagnosis, the search), the others say what they do in a few lines; not a lab notebook."""
     words = 0
     for name, text in _module_docstrings():
         assert len(text.splitlines()) <= 15, f"{name}: {len(text.splitlines())} lines"
         words += len(text.split())
-    assert words < 6000, words
+    assert words < 7000, words

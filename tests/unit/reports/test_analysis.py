@@ -160,8 +160,10 @@ def test_goodput_exact_or_estimated_from_percentiles():
 
 
 @pytest.mark.parametrize("scale", [0.001, 3.0, 1000.0])
-def test_scaling_latencies_moves_no_knee(scale):
+def test_scaling_latencies_and_the_decode_step_moves_no_knee(scale):
     run = steps([v * scale for v in (24, 29, 35, 1646, 3064)], [650, 1130, 1830, 2070, 2060])
+    for row in run:
+        row["itl_p50_ms"] *= scale
     assert analyze("m", run).latency_knee_users == 32
 
 
@@ -184,6 +186,7 @@ def rate_steps(offered, completed, ttft_p99, dropped=None, duration=30.0):
                 "requests": done,
                 "ok": done,
                 "client_ok": done,
+                "client_requests": done,
                 "errors": 0,
                 "status_429": 0,
                 "duration_s": duration,
@@ -204,7 +207,7 @@ def test_an_open_loop_saturates_where_completions_fall_behind_the_offered_rate()
     # 2, 4, 8 req/s are kept up with (Poisson noise of a few requests); 16 req/s completes only 300 of 480
     steps = rate_steps([2, 4, 8, 16], [57, 124, 236, 300], [120, 130, 160, 9000])
     rate, note = rate_saturation(steps)
-    assert rate == 8 and "fell behind at 16 req/s (300 served of 480 offered)" in note
+    assert rate == 8 and "fell behind at 16 req/s (300 client requests ended, a backlog growing by 180" in note
     a = analyze("m", steps)
     assert a.mode == "rate" and a.throughput_saturation_users == 8
     out = a.as_dict()
@@ -215,9 +218,9 @@ def test_an_open_loop_saturates_where_completions_fall_behind_the_offered_rate()
 def test_retried_attempts_do_not_count_as_keeping_up():
     # 32 req/s for 30 s: 2,650 attempts (429s retried) but only 400 client requests served
     steps = rate_steps([16, 32], [480, 2650], [50, 3000])
-    steps[1].update(ok=550, client_ok=400, status_429=2100, errors=2100)
+    steps[1].update(ok=550, client_ok=400, client_requests=400, status_429=2100, errors=2100)
     rate, note = rate_saturation(steps)
-    assert rate == 16 and "(400 served of 960 offered)" in note
+    assert rate == 16 and "(400 client requests ended, a backlog growing by 560" in note
 
 
 def test_dropped_arrivals_are_saturation_and_noise_is_not():
@@ -234,7 +237,7 @@ def test_a_backlog_that_keeps_growing_is_falling_behind_though_most_arrivals_wer
     for step, (growth, held) in zip(steps, [(-10, 4), (19, 11), (60, 50), (200, 170)], strict=True):
         step.update(backlog_growth=growth, in_flight_p50=held)
     rate, note = rate_saturation(steps)
-    assert rate == 4 and "fell behind at 6 req/s" in note and "a backlog growing by 19 requests" in note
+    assert rate == 4 and "fell behind at 6 req/s" in note and "a backlog growing by 19 (noise 14)" in note
     assert analyze("m", steps).as_dict()["recommended_rate_req_s"] == 4
     steps[1].update(backlog_growth=13)  # within 3 sigma of a stable queue of 11: noise
     assert rate_saturation(steps)[0] == 6
@@ -257,4 +260,61 @@ def test_the_arrivals_a_window_held_are_what_it_must_serve_not_the_mean_rate():
     steps[0]["arrivals"], steps[1]["arrivals"] = 30, 120
     assert rate_saturation(steps) == (None, "kept up with every offered rate, up to 4 req/s")
     del steps[0]["arrivals"]
-    assert rate_saturation(steps)[1].startswith("already behind at the lowest rate, 2 req/s (30 served of 60")
+    assert rate_saturation(steps)[1].startswith("already behind at the lowest rate, 2 req/s (30 client requests ended")
+
+
+def test_a_sustained_server_queue_is_past_capacity_and_binds_the_recommendation():
+    """llama.cpp with 4 slots, --steps 2,8: TTFT p50 31 -> 763 ms, and the server's own metrics showed 4 running and
+    4 waiting at 8 users. 8 is not recommended, and the summary says which evidence bound it."""
+    run = [
+        {**steps([62, 1500, 0, 0, 0], [200, 210, 0, 0, 0])[i], "users": u, "step": i + 1} for i, u in enumerate([2, 8])
+    ]
+    run[0].update(server_scrapes=20, server_running_p50=2, server_waiting_p50=0)
+    run[1].update(server_scrapes=20, server_running_p50=4, server_waiting_p50=4)
+    a = analyze("m", run)
+    assert a.server_queue_users == 8 and a.recommended_users == 2
+    assert a.binding == "server_queue" and a.recommended_reason == "server queue: 4 waiting and 4 running at 8 users"
+    assert a.rests_on["recommended"] == 8
+    run[1].update(server_waiting_p50=1)  # one waiting at a step boundary is no queue; the latency still bends
+    assert analyze("m", run).binding == "latency_knee" and analyze("m", run).recommended_users == 2
+
+
+def test_two_steps_recommend_the_higher_only_when_nothing_argues_against_it():
+    run = [{**steps([30, 36, 0, 0, 0], [200, 390, 0, 0, 0])[i], "users": u} for i, u in enumerate([2, 4])]
+    a = analyze("m", run)
+    assert a.recommended_users == 4 and a.binding == "none" and "no limit reached up to 4 users" in a.recommended_reason
+    assert a.rests_on["recommended"] is None  # no limit reached: every step decides it
+
+
+def test_the_error_budget_binds_where_failures_other_than_429_exceed_it():
+    """The simulator with --fault 500:0.09: about 9 % of client requests fail at every step; none is recommended."""
+    run = steps([24, 29, 35, 40, 45], [650, 1130, 1830, 2500, 3000], client_requests=[400] * 5, client_ok=[364] * 5)
+    a = analyze("m", run)
+    assert a.error_budget_users == 8 and a.recommended_users == 0 and a.binding == "error_budget"
+    assert a.recommended_reason.startswith("every tested concurrency is past capacity: error budget: 9.0% of")
+    assert analyze("m", run, error_budget=0.10).error_budget_users is None  # a budget of 10 % allows them
+
+
+def test_one_stray_failure_is_no_evidence_against_the_budget():
+    run = steps([24, 29, 35, 40, 45], [650, 1130, 1830, 2500, 3000], client_requests=[50] * 5, client_ok=[49] * 5)
+    assert analyze("m", run).error_budget_users is None  # 2 % of 50: a binomial p of 0.39 against 1 %
+
+
+def test_429s_are_the_provider_caps_never_the_error_budgets():
+    run = steps(
+        [24, 25, 26, 27, 28],
+        [650, 1300, 2600, 3000, 3000],
+        errors=[0, 0, 0, 40, 70],
+        n429=[0, 0, 0, 40, 70],
+        client_requests=[100] * 5,
+        client_ok=[100, 100, 100, 60, 30],
+        client_429=[0, 0, 0, 40, 70],
+    )
+    a = analyze("m", run)
+    assert a.error_budget_users is None and a.binding == "provider_cap" and a.recommended_users == 32
+
+
+def test_each_answer_says_the_highest_load_it_rests_on():
+    a = analyze("m", FLAT_THEN_BENDING)
+    assert a.rests_on["latency_knee"] == 64 and a.rests_on["recommended"] == 64  # the bend's bracket: 32 .. 64
+    assert a.rests_on["throughput_saturation"] is None  # a plateau is judged on every step after it

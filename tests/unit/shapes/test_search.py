@@ -1,6 +1,5 @@
 """The search's rules on synthetic p99 curves with a known crossing (see locust_llm.shapes.search)."""
 
-import itertools
 import math
 import random
 
@@ -144,46 +143,6 @@ def test_rates_are_searched_as_real_numbers():
     low, high = search.bracket
     assert curve(low) <= LIMIT_MS < curve(high) and high - low <= 0.05 * low
     assert 7.25 * 0.95 <= search.answer <= 7.25 and search.text(search.answer).endswith("req/s")
-
-
-def test_the_knee_criterion_is_relative_to_the_start_probe():
-    criterion = Criterion("knee", Sla())
-    curve = knee_curve(24, flat_ms=80.0, slope_ms=10.0)  # 1.5 x 80 = 120 ms reached at 28 users
-    search = drive(Search(4, 0.1, 512), curve, criterion)
-    assert criterion.reference_ms == 80.0
-    assert search.answer == 28 and search.bracket[1] - search.bracket[0] <= max(0.1 * 28, 1)
-
-
-def interpolated(points):
-    """A curve through ``{load: value}``, straight between the given loads."""
-    loads = sorted(points)
-
-    def at(load):
-        for a, b in itertools.pairwise(loads):
-            if a <= load <= b:
-                return points[a] + (points[b] - points[a]) * (load - a) / (b - a)
-        return points[loads[-1]]
-
-    return at
-
-
-# TTFT p99 (ms) and ITL p50 (ms) by users, as measured: the default simulator (alone, a user's TTFT is its prefill;
-# from two on, a request waits for the current decode step; the KV cache fills at 34) and a llama.cpp server with
-# 4 slots (flat, then a cliff once a request waits for a slot)
-DEFAULT_SIM = ({1: 1.8, 2: 24.0, 8: 25.2, 16: 29.3, 30: 34.0, 32: 195.6, 64: 2073.0}, 12.0)
-FOUR_SLOTS = ({1: 40.0, 2: 45.0, 3: 55.0, 4: 67.0, 5: 600.0, 8: 902.0}, 15.0)
-
-
-@pytest.mark.parametrize(("server", "start", "knee"), [(DEFAULT_SIM, 1, (31, 32)), (FOUR_SLOTS, 1, (4, 5))])
-def test_the_knee_search_finds_the_break_not_the_first_few_decode_steps_of_waiting(server, start, knee):
-    points, itl_ms = server
-    curve, criterion = interpolated(points), Criterion("knee", Sla())
-    search = Search(start, 0.05, 512)
-    while (planned := search.next()) is not None:
-        search.record(criterion.judge({**row(curve(planned.load)), "itl_p50_ms": itl_ms}), (len(search.probes) + 1,))
-    low, high = search.bracket
-    assert knee[0] - 1 <= low <= knee[0] and knee[1] - 1 <= high <= knee[1], search.bracket
-    assert "decode steps" in search.probes[-1].outcome.detail
 
 
 @pytest.mark.parametrize(("start", "precision", "max_load"), [(0, 0.1, 10), (1, 0, 10), (1, 1.0, 10), (1, 0.1, 0)])
