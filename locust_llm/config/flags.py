@@ -559,6 +559,15 @@ FLAGS: tuple[Flag, ...] = (
         "steps",
     ),
     Flag(
+        "--repeats",
+        "1",
+        "Run the steps N times, interleaved (8,16,32,8,16,32,...): intervals from the spread between passes, and how "
+        "many agree on the knee.",
+        "LOCUST_LLM_REPEATS",
+        parse_positive_int,
+        "steps",
+    ),
+    Flag(
         "--step-duration",
         "30s",
         "How long each step lasts, e.g. 30s, 2m, 1m30s (with --search: the longest a probe may last).",

@@ -61,6 +61,7 @@ class RunConfig:
     tls: TlsSettings
     steps: tuple[int, ...]
     rates: tuple[float, ...] | None  # with --trace: each speed times the trace's own rate
+    repeats: int  # passes over the steps, interleaved (--repeats)
     trace: Trace | None
     trace_speeds: tuple[float, ...] | None
     trace_offset_s: float
@@ -107,6 +108,7 @@ class RunConfig:
             allow_new_host=v["allow_new_host"],
             tls=tls_from(v["ca_bundle"], v["insecure"]),
             steps=v["steps"],
+            repeats=v["repeats"],
             rates=tuple(speed * trace.rate_req_s for speed in speeds) if trace and speeds else _rates(v),
             trace=trace,
             trace_speeds=speeds,
@@ -139,6 +141,20 @@ class RunConfig:
     def defaults(cls) -> RunConfig:
         """The configuration of a run given no flag at all."""
         return cls.from_options(object())
+
+    @property
+    def plan_steps(self) -> tuple[int, ...]:
+        """The users of every step run, the passes interleaved: ``--steps`` ``--repeats`` times over."""
+        return self.steps * self.repeats
+
+    @property
+    def plan_rates(self) -> tuple[float, ...] | None:
+        """The rate of every step run (open loop), the passes interleaved."""
+        return None if self.rates is None else self.rates * self.repeats
+
+    def repeat_of(self, index: int) -> int:
+        """The pass (from 1) of the step run at ``index`` (from 0)."""
+        return index // len(self.rates or self.steps) + 1
 
     @property
     def open_loop(self) -> bool:
@@ -252,6 +268,7 @@ class RunConfig:
             "allow_new_host": self.allow_new_host,
             "tls": self.tls.describe(),
             "steps": None if self.rates else list(self.steps),
+            "repeats": self.repeats,
             "rates": list(self.rates) if self.rates else None,
             "trace": self.trace_settings(),
             "arrivals": self.arrivals.describe() if self.rates else None,
@@ -327,6 +344,11 @@ def search_from(v: Values, sla: Sla, trace: Trace | None = None) -> SearchSettin
         raise ConfigError(
             f"--search starts from one load: give {flag} a single value (the start, e.g. {flag} "
             f"{loads[0]:g}), got {flag} {','.join(f'{x:g}' for x in loads)}"
+        )
+    if v["repeats"] > 1:
+        raise ConfigError(
+            f"--repeats runs a fixed plan of steps again; a search chooses its own loads: give one of them, got "
+            f"--search {v['search']} and --repeats {v['repeats']}"
         )
     if v["search"] == "sla" and not sla.given:
         raise ConfigError(

@@ -1,15 +1,13 @@
 """What a step row says about the server's capacity beyond its latencies: a queue, errors, keeping up. Pure.
 
-- **A sustained queue**: the server's own median over the steady window, ``waiting_p50 > max(QUEUE, QUEUE_SHARE *
-  running_p50)``: requests wait for the server whatever the latency curve shows, so the step is past its capacity.
-- **The error budget**: failures other than HTTP 429 (those are the provider cap's) of ``k`` client requests of
-  ``n`` exceed the budget ``b`` when ``k / n > b`` and a binomial test says so, ``P(X >= k | n, b) < ERROR_ALPHA``:
-  one stray failure in fifty is noise, 9 % of a few hundred is not.
-- **Behind** (open loop): arrivals were dropped at ``--max-in-flight``, or the arrivals in the window less the client
-  requests that ended there exceed ``BACKLOG_Z * sqrt(var + 2 L)``: ``2 L`` is the noise of a stable queue's in-flight
-  count at the window's two ends (``L`` its p50), ``var`` the arrival count's own (Poisson: its mean) where a row
-  gives only the offered rate. Failures count as ended: the error budget judges them.
-The sweep, the search and the recommendation read these same rules (docs/methodology.md, "Evidence of capacity").
+- **A sustained queue**: the server's median over the steady window, ``waiting_p50 > max(QUEUE, QUEUE_SHARE *
+  running_p50)``: requests wait for the server, whatever the latency curve shows.
+- **The error budget**: ``k`` of ``n`` client requests failed other than with HTTP 429 (the provider cap's) and
+  ``k / n`` exceeds the budget ``b`` beyond chance, ``P(X >= k | Binomial(n, b)) < ERROR_ALPHA``.
+- **Behind** (open loop): arrivals dropped, or the backlog grew by more than ``BACKLOG_Z * sqrt(var + 2 L)``: ``2 L``
+  a stable queue's noise at the window's two ends (``L`` its in-flight p50), ``var`` the arrival count's own where a
+  row gives only the offered rate. Failures count as ended: the error budget judges them.
+The sweep, the search and the recommendation read these rules (docs/methodology.md, "Evidence of capacity").
 """
 
 from __future__ import annotations

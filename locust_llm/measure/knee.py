@@ -1,26 +1,28 @@
 """The latency knee: the highest load before the tail bends away from the unloaded curve. Pure.
 
 Between two tested loads ``a < b``, with ``y`` the TTFT p99 made non-decreasing and ``d_b`` the decode step (ITL
-p50) at ``b``, the tail *bends* when ``y_b > max(y_a * max(b / a, 1 + MIN_RISE), y_a + KNEE_STEPS * d_b)``: it grows
-at least in proportion to the load (past a closed loop's capacity each added user only adds wait: by Little's law
-the throughput ``u / R`` stops growing once ``R`` grows like ``u``), by at least ``MIN_RISE``, and by more than a few
-decode steps (batching, not a queue). The knee is the lower end of the first segment that bends; the bend lies
-between it and the next load (the bracket). It depends only on the loads up to the bend, so a sweep that goes
-further finds the same knee, and the search (:mod:`locust_llm.shapes.criteria`) judges its probes by the same
-:func:`threshold_ms`. Confidence is low when the bend is in the first segment (the first load may be past it), in the
-last (nothing after it confirms it) or the step after it fell back; no segment bending is no knee.
-docs/methodology.md, "The latency knee".
+p50) at ``b``, the tail *bends* when ``y_b > max(y_a * max(b / a, 1 + MIN_RISE), y_a + KNEE_STEPS * d_b)``: faster
+than the load (past a closed loop's capacity each added user only adds wait), by ``MIN_RISE``, and by more than a few
+decode steps. The knee is the lower end of the first segment that bends, the bracket the segment. It depends only on
+the loads up to the bend, and the search judges its probes by the same :func:`threshold_ms`. Confidence is low when
+the bend is in the first or the last segment, or the step after it fell back; :func:`knee_agreement` says how sure the
+knee is of its samples. docs/methodology.md, "The latency knee".
 """
 
 from __future__ import annotations
 
 import itertools
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.thresholds import KNEE_STEPS, MIN_RISE
 
-__all__ = ["Knee", "latency_knee", "threshold_ms"]
+__all__ = ["RESAMPLES", "Knee", "knee_agreement", "latency_knee", "threshold_ms"]
+
+RESAMPLES = 200
+"""Resamples of the knee's block bootstrap: the share it gives is within about 3 points of its limit."""
 
 
 def threshold_ms(load_a: float, p99_a: float, load_b: float, decode_ms_b: float | None = None) -> float:
@@ -72,3 +74,33 @@ def latency_knee(
         f"no knee up to {points[-1][0]:g}: the tail's p99 rose {100 * rise:.0f}% over the sweep, never faster than "
         "the load (extend the sweep, or add steps)",
     )
+
+
+def knee_agreement(
+    loads: Sequence[float],
+    blocks: Sequence[Sequence[Histogram]],
+    decode_ms: Sequence[float | None],
+    knee: float | None,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> float | None:
+    """The share of bootstrap resamples of the steps whose knee is ``knee``. Each resample draws, for each load, as
+    many of its one-second blocks of TTFT samples (``blocks``: the step's, by the second they were observed in) as it
+    has, with replacement, so that a second's burst stays together, and finds the knee of the resampled p99s; seeded,
+    so a report is the same each time it is made. None without blocks."""
+    if not any(blocks):
+        return None
+    rng = random.Random(seed)
+    hits = 0
+    for _ in range(resamples):
+        p99s: list[float | None] = []
+        for step_blocks in blocks:
+            if not step_blocks:
+                p99s.append(None)
+                continue
+            drawn = Histogram()
+            for _ in step_blocks:
+                drawn.merge(rng.choice(step_blocks))
+            p99s.append(drawn.quantile(0.99) / 1e6)
+        hits += latency_knee(loads, p99s, decode_ms).users == knee
+    return hits / resamples

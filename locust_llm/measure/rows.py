@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any, TypedDict, cast, get_type_hints
 
+from locust_llm.measure.intervals import quantile_interval
 from locust_llm.measure.sla import Prices
 from locust_llm.measure.stats import STEADY, StatsTable, StepStats
 
@@ -27,6 +28,7 @@ __all__ = [
     "column_types",
     "format_done",
     "format_table",
+    "interval_text",
     "series",
     "step_row",
     "step_rows",
@@ -45,6 +47,7 @@ class StepRow(TypedDict):
     users: int
     model: str
     route: str
+    repeat: int
     start_s: float
     duration_s: float
     requests: int
@@ -70,6 +73,7 @@ class StepRow(TypedDict):
     itl_p90_ms: float | None
     itl_p99_ms: float | None
     e2e_p50_ms: float | None
+    e2e_p90_ms: float | None
     e2e_p99_ms: float | None
     tpot_p50_ms: float | None
     answer_ttft_p50_ms: float | None
@@ -127,6 +131,24 @@ class StepRow(TypedDict):
     ratelimit_remaining_requests_min: int | None
     ratelimit_limit_tokens: int | None
     ratelimit_remaining_tokens_min: int | None
+    ttft_p50_ms_ci_low: float | None
+    ttft_p50_ms_ci_high: float | None
+    ttft_p90_ms_ci_low: float | None
+    ttft_p90_ms_ci_high: float | None
+    ttft_p99_ms_ci_low: float | None
+    ttft_p99_ms_ci_high: float | None
+    itl_p50_ms_ci_low: float | None
+    itl_p50_ms_ci_high: float | None
+    itl_p90_ms_ci_low: float | None
+    itl_p90_ms_ci_high: float | None
+    itl_p99_ms_ci_low: float | None
+    itl_p99_ms_ci_high: float | None
+    e2e_p50_ms_ci_low: float | None
+    e2e_p50_ms_ci_high: float | None
+    e2e_p90_ms_ci_low: float | None
+    e2e_p90_ms_ci_high: float | None
+    e2e_p99_ms_ci_low: float | None
+    e2e_p99_ms_ci_high: float | None
 
 
 COLUMNS: tuple[str, ...] = tuple(StepRow.__annotations__)
@@ -191,6 +213,7 @@ class StepWindow:
     invalid_reasons: tuple[str, ...] = ()
     rate: float | None = None  # open loop: the offered rate, requests/s
     speed: float | None = None  # a trace's replay speed (the rate over the trace's own)
+    repeat: int = 1  # the pass over the plan (--repeats)
 
 
 def _ms(stats: StepStats, name: str, q: float) -> float | None:
@@ -233,6 +256,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "users": window.users if window.rate is None else ceil(_in_flight(stats, 0.99) or 0),
         "model": model,
         "route": route,
+        "repeat": window.repeat,
         "start_s": round(window.start_s, 3),
         "duration_s": round(d, 3),
         "requests": c["requests"],
@@ -258,6 +282,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "itl_p90_ms": _ms(stats, "itl", 0.9),
         "itl_p99_ms": _ms(stats, "itl", 0.99),
         "e2e_p50_ms": _ms(stats, "e2e", 0.5),
+        "e2e_p90_ms": _ms(stats, "e2e", 0.9),
         "e2e_p99_ms": _ms(stats, "e2e", 0.99),
         "tpot_p50_ms": _ms(stats, "tpot", 0.5),
         "answer_ttft_p50_ms": _ms(stats, "answer_ttft", 0.5),
@@ -302,8 +327,26 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         # arrivals that entered less client requests that ended, in the window: the rise of the in-flight count
         "backlog_growth": None if window.rate is None else c["arrivals"] - c["dropped"] - c["client_requests"],
         **_server(stats),
+        **_intervals(stats),
     }
     return cast("StepRow", row)
+
+
+INTERVAL_METRICS = ("ttft", "itl", "e2e")
+INTERVAL_QUANTILES = (0.5, 0.9, 0.99)
+
+
+def _intervals(stats: StepStats) -> dict[str, float | None]:
+    """Each percentile's 95 % interval, in ms (:mod:`locust_llm.measure.intervals`; an open end is empty)."""
+    out: dict[str, float | None] = {}
+    for metric in INTERVAL_METRICS:
+        hist = stats.hist[metric]
+        for q in INTERVAL_QUANTILES:
+            low, high = quantile_interval(hist, q) if hist.count else (None, None)
+            name = f"{metric}_p{round(100 * q)}_ms"
+            out[f"{name}_ci_low"] = None if low is None else round(low / 1e6, 3)
+            out[f"{name}_ci_high"] = None if high is None else round(high / 1e6, 3)
+    return out
 
 
 def _server(stats: StepStats) -> dict[str, Any]:
@@ -386,14 +429,31 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def interval_text(row: Mapping[str, Any], key: str, digits: int = 0) -> str:
+    """`` [171, 240]`` after a percentile whose 95 % interval reaches more than 10 % from it (``-`` for an open end);
+    nothing when it is that tight, or has no interval."""
+    value, low, high = (row.get(k) for k in (key, f"{key}_ci_low", f"{key}_ci_high"))
+    if value in (None, "") or (low in (None, "") and high in (None, "")):
+        return ""
+    v = float(value)
+    wide = low in (None, "") or high in (None, "") or float(low) < 0.9 * v or float(high) > 1.1 * v
+    if not wide:
+        return ""
+    ends = ["-" if end in (None, "") else f"{float(end):.{digits}f}" for end in (low, high)]
+    return f" [{ends[0]}, {ends[1]}]"
+
+
 def format_done(row: Mapping[str, Any]) -> str:
     """A step's result in one line, from its row: its load, TTFT p99 (ms, 1 decimal), ITL p99 (ms, 2 decimals),
     output tok/s (whole), the share of attempts answered 429 (1 decimal) and its validity with the reasons, e.g.
-    ``16 users (sim-llm): TTFT p99 29.3 ms, ITL p99 15.55 ms, 1,138 tok/s, 0.0% 429, valid``. ``-`` for no sample."""
+    ``16 users (sim-llm): TTFT p99 29.3 ms, ITL p99 15.55 ms, 1,138 tok/s, 0.0% 429, valid``. ``-`` for no sample;
+    a p99 whose interval reaches more than 10 % from it is followed by it (:func:`interval_text`)."""
 
     def ms(key: str, digits: int) -> str:
         value = row.get(key)
-        return "-" if value is None or value == "" else f"{float(value):.{digits}f} ms"
+        if value is None or value == "":
+            return "-"
+        return f"{float(value):.{digits}f} ms" + interval_text(row, key, digits)
 
     offered, speed = row.get("offered_req_s"), row.get("speed")
     load = f"{row['users']} users" if offered is None or offered == "" else f"{float(offered):g} req/s"

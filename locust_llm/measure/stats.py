@@ -154,6 +154,9 @@ class StepStats:
     hist: dict[str, Histogram] = field(default_factory=lambda: {name: Histogram() for name in HISTOGRAMS})
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     turns: dict[int, TurnStats] = field(default_factory=dict)
+    blocks: dict[int, Histogram] = field(default_factory=dict)
+    """TTFT again, by the second (of the recording process's clock) it was observed in: the blocks the knee's
+    bootstrap resamples (``measure.knee.knee_agreement``), so that a second's burst stays together."""
 
     @property
     def empty(self) -> bool:
@@ -173,7 +176,15 @@ class StepStats:
             self.counts[name] = self.counts.get(name, 0) + n
         for turn, stats in other.turns.items():
             self.turn(turn).merge(stats)
+        for second, hist in other.blocks.items():
+            self.block(second).merge(hist)
         return self
+
+    def block(self, second: int) -> Histogram:
+        hist = self.blocks.get(second)
+        if hist is None:
+            hist = self.blocks[second] = Histogram()
+        return hist
 
     def turn(self, turn: int) -> TurnStats:
         stats = self.turns.get(turn)
@@ -188,6 +199,8 @@ class StepStats:
         }
         if self.turns:
             wire["t"] = [[turn, stats.to_wire()] for turn, stats in sorted(self.turns.items())]
+        if self.blocks:
+            wire["b"] = [[second, hist.to_wire()] for second, hist in sorted(self.blocks.items())]
         return wire
 
     @classmethod
@@ -200,6 +213,8 @@ class StepStats:
             stats.counts[name] = int(n)
         for turn, t in wire.get("t", []):
             stats.turns[int(turn)] = TurnStats.from_wire(t)
+        for second, hist in wire.get("b", []):
+            stats.blocks[int(second)] = Histogram.from_wire(hist)
         return stats
 
 
@@ -255,6 +270,7 @@ class StatsTable:
             first = self._at(locate, model, tokens[0])
             ttft = tokens[0] - result.sent_ns
             first.hist["ttft"].record(ttft)
+            first.block(tokens[0] // 1_000_000_000).record(ttft)
             first.hist["ttft_lag"].record(ttft + result.lag_ns)
             if result.answer_ns:
                 answer = first if result.answer_ns == tokens[0] else self._at(locate, model, result.answer_ns)

@@ -14,6 +14,7 @@ __all__ = [
     "ERROR_ALPHA",
     "ERROR_BUDGET",
     "ITL_RISE",
+    "KNEE_AGREEMENT",
     "KNEE_STEPS",
     "KV_FULL",
     "MAX_E2E_SHARE",
@@ -32,6 +33,9 @@ KNEE_STEPS = 4
 """Decode steps (ITL p50) a TTFT p99 must rise by before it can be a knee: alone, a user's TTFT is its prefill (2 ms
 on the default simulator); with two, a request waits for the current decode step (24 ms). A queue waits for whole
 requests, many steps."""
+
+KNEE_AGREEMENT = 0.8
+"""A knee found by fewer than this share of its bootstrap resamples is printed as uncertain, with its bracket."""
 
 SATURATION_SHARE = 0.85
 """Throughput saturation: the lowest step at this share of the peak ..."""

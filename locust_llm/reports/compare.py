@@ -1,17 +1,23 @@
 """The regression gate: a run's ``summary.json`` against a baseline's. Pure.
 
 A run regresses when its capacity, its peak throughput, a p99 below the baseline's knee, or its failure rate at the
-knee moves past its :class:`Thresholds` and beyond noise. Each rule: :class:`Thresholds`; docs/methodology.md, "The
-regression gate".
+knee moves past its :class:`Thresholds` and beyond chance. A p99's rise is judged by its distribution-free interval
+(:mod:`locust_llm.measure.intervals`, from the steps' histograms) at any sample size: its p-value is the least
+``1 - c`` at which the current interval at confidence ``c`` lies above the baseline's by more than the allowed rise;
+a failure share's rise by Fisher's exact test. The run's statistical checks are one family, judged by Holm's
+step-down at ``1 - --gate-confidence``. Each rule: docs/methodology.md, "The regression gate".
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from statistics import NormalDist
 from typing import Any
 
+from scipy.stats import fisher_exact
+
+from locust_llm.measure.histogram import Histogram
+from locust_llm.measure.intervals import Ranks, quantile_interval
 from locust_llm.measure.rows import series
 from locust_llm.reports.summary import by_load
 
@@ -23,7 +29,9 @@ __all__ = [
     "compare",
     "failures",
     "format_comparison",
-    "rise_z",
+    "holm",
+    "rise_p",
+    "separation_p",
 ]
 
 
@@ -35,18 +43,14 @@ class InvalidRunError(GateInputError):
     """The current run is invalid (its measurement cannot be trusted): it is not judged."""
 
 
-TAIL_SAMPLES = 1000
-"""A step's TTFT p99 is judged when both runs hold at least this many requests there (ten or more above it); below,
-the p99 is reported and the p90 judged in its place, by the same rule."""
-
-
 @dataclass(frozen=True)
 class Thresholds:
     """A run regresses when its recommended concurrency or knee falls by more than ``knee_drop_steps`` steps and
     ``knee_drop_pct`` %; its peak output tok/s (or SLA capacity), or a shared step's, falls by more than its share; a
-    p99 below the baseline's knee rises by more than ``p99_rise_pct`` % and its minimum (a TTFT p99 of fewer than
-    :data:`TAIL_SAMPLES` requests: judged at p90); or the client failure rate at or below the knee rises by more than
-    ``error_rate_rise_pp`` and beyond its sampling noise (:func:`rise_z`). The 429 share is reported, never judged."""
+    p99 below the baseline's knee rises by more than ``p99_rise_pct`` % and its minimum beyond chance
+    (:func:`separation_p`); or the client failure rate at or below the knee rises by more than
+    ``error_rate_rise_pp`` and beyond chance (:func:`rise_p`). The statistical checks are judged together by Holm's
+    step-down at ``1 - share_confidence``. The 429 share is reported, never judged."""
 
     knee_drop_steps: int = 1
     knee_drop_pct: float = 10.0
@@ -57,8 +61,8 @@ class Thresholds:
     throughput_drop_pct: float = 10.0
     knee_p99_factor: float = 3.0
     share_confidence: float = 0.99
-    """A share's rise counts only when a one-sided two-proportion test puts it beyond sampling noise at this
-    confidence (:func:`rise_z`)."""
+    """The confidence of the run's statistical checks as one family (``--gate-confidence``): Holm's step-down at
+    ``1 - share_confidence`` (:func:`holm`)."""
 
 
 @dataclass
@@ -67,8 +71,10 @@ class Check:
     metric: str
     baseline: float | None
     current: float | None
-    verdict: str  # "ok", "REGRESSION", "skipped", "finding" (reported, never failing)
+    verdict: str  # "ok", "REGRESSION", "skipped", "finding" (reported, never failing); "test" until Holm judges it
     note: str = ""
+    p_value: float | None = None  # a statistical check's, judged with the others (:func:`holm`)
+    large: bool = True  # a statistical check's effect is past its minimum (a share's rise), so a rejection regresses
 
 
 @dataclass
@@ -188,21 +194,20 @@ def _step_checks(baseline: dict[str, Any], current: dict[str, Any], t: Threshold
             checks.append(Check(label, "p99 TTFT/ITL, errors", None, None, "skipped", f"past the knee ({knee})"))
             continue
         at_knee = users == knee
-        for column, minimum in (("ttft_p99_ms", t.min_ttft_rise_ms), ("itl_p99_ms", t.min_itl_rise_ms)):
-            b_step, c_step = base[users], cur[users]
-            if column == "ttft_p99_ms" and min(b_step.get("requests") or 0, c_step.get("requests") or 0) < TAIL_SAMPLES:
-                # a p99 of fewer than TAIL_SAMPLES requests is its slowest few: one stall of a machine sets it
-                p99 = _p99_check(label, column, b_step.get(column), c_step.get(column), minimum, t, at_knee)
-                if p99.verdict != "skipped":
-                    p99.verdict, p99.note = "finding", f"{p99.note}; under {TAIL_SAMPLES} requests: judged at p90"
-                checks.append(p99)
-                column = "ttft_p90_ms"
-            checks.append(_p99_check(label, column, b_step.get(column), c_step.get(column), minimum, t, at_knee))
+        for metric, minimum in (("ttft", t.min_ttft_rise_ms), ("itl", t.min_itl_rise_ms)):
+            hists = _histograms(baseline, base[users], metric), _histograms(current, cur[users], metric)
+            checks.append(_p99_check(label, metric, base[users], cur[users], hists, minimum, t, at_knee))
         checks.append(_share_check(label, "error_rate_pct", failures(base[users]), failures(cur[users]), t))
         refused = [(s.get("status_429") or 0, s.get("requests") or 0) for s in (base[users], cur[users])]
         if refused[0][0] or refused[1][0]:  # behind a provider cap: what users felt is the error rate above
             checks.append(_share_check(label, "status_429_pct", refused[0], refused[1], t, judged=False))
     return checks
+
+
+def _histograms(summary: dict[str, Any], step: dict[str, Any], metric: str) -> Histogram | None:
+    """A step's steady histogram of ``metric`` from the summary's ``histograms`` (None: a summary without them)."""
+    wire = ((summary.get("histograms") or {}).get(str(step.get("step"))) or {}).get(metric)
+    return Histogram.from_wire(wire) if wire else None
 
 
 def failures(step: dict[str, Any]) -> tuple[int, int]:
@@ -214,48 +219,109 @@ def failures(step: dict[str, Any]) -> tuple[int, int]:
     return step.get("errors") or 0, step.get("requests") or 0
 
 
-def rise_z(base: tuple[int, int], current: tuple[int, int]) -> float:
-    """The two-proportion z statistic of a share's rise from ``base`` to ``current`` (``(count, of)`` each), with the
-    pooled share's standard error: ``(p_c - p_b) / sqrt(p (1 - p) (1 / n_b + 1 / n_c))``; 0 when either is empty or
-    nothing happened in both."""
+def rise_p(base: tuple[int, int], current: tuple[int, int]) -> float:
+    """The one-sided p-value of a share's rise from ``base`` to ``current`` (``(count, of)`` each): Fisher's exact
+    test of the 2x2 table (``alternative="greater"``); 1 when either is empty."""
     (kb, nb), (kc, nc) = base, current
     if not nb or not nc:
-        return 0.0
-    pooled = (kb + kc) / (nb + nc)
-    se = math.sqrt(pooled * (1 - pooled) * (1 / nb + 1 / nc))
-    return (kc / nc - kb / nb) / se if se else 0.0
+        return 1.0
+    return float(fisher_exact([[kc, nc - kc], [kb, nb - kb]], alternative="greater")[1])
+
+
+def separation_p(base: Histogram, current: Histogram, q: float, allowed: float) -> float:
+    """The least ``1 - c`` at which the current ``q``-quantile's interval at confidence ``c`` lies above the
+    baseline's by more than ``allowed`` (their raw units): a p-value for "the quantile rose by more than allowed",
+    since under that null each interval misses on its side with at most ``(1 - c) / 2``. 1 when they never do."""
+
+    base_ranks, current_ranks = Ranks(base), Ranks(current)
+
+    def separated(alpha: float) -> bool:
+        low = current_ranks.interval(q, 1 - alpha)[0]
+        high = base_ranks.interval(q, 1 - alpha)[1]
+        return low is not None and high is not None and low - high > allowed
+
+    lo, hi = 1e-12, 1.0 - 1e-9
+    if not separated(hi):
+        return 1.0
+    if separated(lo):
+        return lo
+    for _ in range(30):  # bisect the level on a log scale (to a few per cent): the intervals narrow as alpha grows
+        mid = math.sqrt(lo * hi)
+        if separated(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+def holm(checks: list[Check], alpha: float) -> None:
+    """Holm's step-down over ``checks`` (each with a ``p_value``): sorted by p, the ``i``-th (from 0) of ``m`` is
+    rejected while ``p <= alpha / (m - i)``; the first not rejected stops it. A rejected check regresses when its
+    effect is large enough, else it is ``ok`` (certain but small); each note says what decided."""
+    tests = sorted((c for c in checks if c.verdict == "test"), key=lambda c: c.p_value or 1.0)
+    rejecting = True
+    for i, check in enumerate(tests):
+        level = alpha / (len(tests) - i)
+        rejecting = rejecting and (check.p_value or 1.0) <= level
+        check.verdict = "REGRESSION" if rejecting and check.large else "ok"
+        check.note += f" (p {check.p_value:.3g}, Holm's level {level:.3g} of {len(tests)})"
 
 
 def _share_check(
     label: str, metric: str, base: tuple[int, int], current: tuple[int, int], t: Thresholds, judged: bool = True
 ) -> Check:
-    """A share's rise regresses when it is above the minimum (``error_rate_rise_pp``) and beyond sampling noise
-    (:func:`rise_z` above the one-sided normal quantile of ``share_confidence``); one not ``judged`` is a finding."""
+    """A share's rise: judged (with the run's other checks) beyond chance by :func:`rise_p`, and a regression only
+    above the minimum (``error_rate_rise_pp``); one not ``judged`` is a finding with its p-value."""
     b = base[0] / base[1] if base[1] else 0.0
     c = current[0] / current[1] if current[1] else 0.0
-    z, needed = rise_z(base, current), NormalDist().inv_cdf(t.share_confidence)
-    noise = f"{'beyond' if z > needed else 'within'} sampling noise: z {z:.2f}, {needed:.2f} needed"
-    note = f"{100 * (c - b):+.2f} pp ({noise})"
+    p = rise_p(base, current)
+    note = f"{100 * (c - b):+.2f} pp"
     if not judged:
-        return Check(label, metric, round(100 * b, 2), round(100 * c, 2), "finding", note + "; reported, not judged")
-    bad = 100.0 * (c - b) > t.error_rate_rise_pp and z > needed
-    return Check(label, metric, round(100 * b, 2), round(100 * c, 2), "REGRESSION" if bad else "ok", note)
+        return Check(
+            label, metric, round(100 * b, 2), round(100 * c, 2), "finding", note + f" (p {p:.2g}); reported, not judged"
+        )
+    large = 100.0 * (c - b) > t.error_rate_rise_pp
+    return Check(label, metric, round(100 * b, 2), round(100 * c, 2), "test", note, p, large)
 
 
 def _p99_check(
-    label: str, column: str, b: float | None, c: float | None, minimum: float, t: Thresholds, at_knee: bool
+    label: str,
+    metric: str,
+    base: dict[str, Any],
+    cur: dict[str, Any],
+    hists: tuple[Histogram | None, Histogram | None],
+    minimum: float,
+    t: Thresholds,
+    at_knee: bool,
 ) -> Check:
+    """A p99's rise beyond the allowed (``p99_rise_pct`` % and the minimum; at the baseline's knee, up to
+    ``knee_p99_factor`` times), judged by :func:`separation_p` at any sample size; one whose interval is open is not
+    judged, and says so."""
+    column = f"{metric}_p99_ms"
+    b, c = base.get(column), cur.get(column)
     if b is None or c is None:
         return Check(label, column, b, c, "skipped", "missing in one run")
-    rise = c - b
-    pct = 100.0 * rise / b if b else 0.0
-    if at_knee:
-        bad = c > t.knee_p99_factor * b and rise > minimum
-        note = f"{pct:+.0f}% ({rise:+.1f} ms; at the knee: {t.knee_p99_factor:g}x allowed)"
-    else:
-        bad = pct > t.p99_rise_pct and rise > minimum
-        note = f"{pct:+.0f}% ({rise:+.1f} ms)"
-    return Check(label, column, b, c, "REGRESSION" if bad else "ok", note)
+    allowed_ms = max(minimum, (t.knee_p99_factor - 1 if at_knee else t.p99_rise_pct / 100) * b)
+    note = f"{100 * (c - b) / b if b else 0.0:+.0f}% ({c - b:+.1f} ms; {allowed_ms:.1f} ms allowed)"
+    hb, hc = hists
+    if hb is None or hc is None:
+        return Check(label, column, b, c, "finding", note + "; not judged: a run without histograms (an older one)")
+    alpha = 1 - t.share_confidence
+    if 2 * 0.99**hb.count > alpha:  # the least p any outcome gives: the baseline's p99 is bounded only at that level
+        low, high = quantile_interval(hb, 0.99)
+        ends = ("-" if low is None else f"{low / 1e6:.0f}", "past its slowest" if high is None else f"{high / 1e6:.0f}")
+        shown = f"{ends[0]} to {ends[1]}"
+        needed = math.ceil(math.log(alpha / 2) / math.log(0.99))
+        return Check(
+            label,
+            column,
+            b,
+            c,
+            "finding",
+            f"{note}; not judged: the baseline's p99 of {hb.count} samples: interval {shown} ms ({needed} needed)",
+        )
+    p = separation_p(hb, hc, 0.99, allowed_ms * 1e6)
+    return Check(label, column, b, c, "test", note, p)
 
 
 def compare(baseline: Any, current: Any, thresholds: Thresholds | None = None) -> Comparison:
@@ -275,6 +341,7 @@ def compare(baseline: Any, current: Any, thresholds: Thresholds | None = None) -
     result.checks.append(_capacity(baseline, current, "latency_knee_users", thresholds))
     result.checks += _continuous(baseline, current, thresholds)
     result.checks += _step_checks(baseline, current, thresholds)
+    holm(result.checks, 1 - thresholds.share_confidence)  # the run's statistical checks, as one family
     walls = [(summary.get("diagnosis") or {}).get("wall") for summary in (baseline, current)]
     if any(walls):  # what binds is reported, never judged: a change of wall alone is no regression
         same = walls[0] == walls[1]

@@ -1,14 +1,12 @@
 """Why the capacity is where it is: the wall, from one model's per-step rows and their analysis. Pure.
 
-It reads the step the recommendation allows (``B``) and the first step past it (``W``), every gauge as its median over
-the steady window, and names the first wall that fits: ``generator`` (a step up to ``W`` invalid for the
-generator), ``provider_cap`` (over ``CAP_SHARE`` of 429s, or nothing left of a stated cap), then from the server's
-metrics at ``W``: ``kv_cache`` (a queue with KV usage at ``KV_FULL``, or preemptions rising), ``batch_limit`` (a
-queue while KV usage stays below ``KV_FULL``, or, without a KV gauge, while the running count stays flat from ``B``),
-``batch_decode`` (no queue, more running, ITL up ``ITL_RISE``); else ``unknown``. No wall is named where no limit was
-reached. Confidence is ``high`` only when the bend lies inside the sweep, ``B`` and ``W`` each had ``MIN_SCRAPES``
-scrapes, and each gauge the wall rests on is past its threshold by a margin (a queue twice its threshold, ITL up twice
-``ITL_RISE``, 429s twice ``CAP_SHARE``). docs/methodology.md, "The diagnosis".
+It reads the step the recommendation allows (``B``) and the first past it (``W``), each gauge as its median, and names
+the first wall that fits: ``generator`` (a step up to ``W`` invalid for the generator), ``provider_cap`` (429s over
+``CAP_SHARE``, or nothing left of a stated cap), then at ``W``: ``kv_cache`` (a queue with KV usage at ``KV_FULL``, or
+rising preemptions), ``batch_limit`` (a queue with KV usage below it, or, without a KV gauge, a running count flat
+from ``B``), ``batch_decode`` (no queue, more running, ITL up ``ITL_RISE``); else ``unknown``; no wall where no limit
+was reached. Confidence is high only for a bend between tested steps, ``MIN_SCRAPES`` scrapes at both, and each gauge
+past its threshold by a margin. docs/methodology.md, "The diagnosis".
 """
 
 from __future__ import annotations

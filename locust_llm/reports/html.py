@@ -16,8 +16,9 @@ from plotly.offline import get_plotlyjs
 from plotly.subplots import make_subplots
 
 from locust_llm.measure.rows import series
+from locust_llm.reports.console import console_summary
 from locust_llm.reports.files import write_text_atomic
-from locust_llm.reports.summary import by_load, console_summary
+from locust_llm.reports.summary import by_load
 
 __all__ = ["render_html", "write_html"]
 
@@ -99,7 +100,10 @@ def _latency_chart(summary: dict[str, Any], metric: str, title: str) -> go.Figur
     for model in summary["analyses"]:
         for q, dash in (("p50", "solid"), ("p99", "dot")):
             users, values = _series(summary["steps"], model, f"{metric}_{q}_ms")
-            fig.add_trace(go.Scatter(x=users, y=values, mode="lines+markers", name=f"{model} {q}", line_dash=dash))
+            bars = _interval_bars(summary["steps"], model, f"{metric}_{q}_ms", values)
+            fig.add_trace(
+                go.Scatter(x=users, y=values, error_y=bars, mode="lines+markers", name=f"{model} {q}", line_dash=dash)
+            )
     knee = summary["knee"]
     if metric == "ttft":
         _vline(fig, knee["latency_knee_users"], "knee (p99)", "#d62728")
@@ -114,6 +118,15 @@ def _latency_chart(summary: dict[str, Any], metric: str, title: str) -> go.Figur
     fig.update_layout(title=title, yaxis_title="ms", legend_orientation="h")
     _users_axis(fig, _all_users(summary), summary["axis_title"])
     return fig
+
+
+def _interval_bars(steps: list[dict[str, Any]], model: str, key: str, values: list[Any]) -> dict[str, Any]:
+    """Each point's 95 % interval as asymmetric error bars (an open end: the bar stops at the point)."""
+    _, low = _series(steps, model, f"{key}_ci_low")
+    _, high = _series(steps, model, f"{key}_ci_high")
+    plus = [None if v is None or h is None else h - v for v, h in zip(values, high, strict=True)]
+    minus = [None if v is None or lo is None else v - lo for v, lo in zip(values, low, strict=True)]
+    return {"type": "data", "symmetric": False, "array": plus, "arrayminus": minus, "thickness": 1}
 
 
 def _all_users(summary: dict[str, Any]) -> list[int]:

@@ -15,6 +15,7 @@ from typing import Any
 from locust_llm.measure import shards
 from locust_llm.measure.rows import COLUMNS, StepRow, column_types, series, step_rows
 from locust_llm.measure.sla import Prices
+from locust_llm.measure.stats import StatsTable
 from locust_llm.measure.turns import TurnRow, turns_csv_path
 from locust_llm.reports.files import ReportInputError, histograms_path, open_csv, read_json_object
 from locust_llm.reports.history import history_path, locust_timeline, steps_from_history
@@ -35,6 +36,7 @@ class LoadedRun:
     run_meta: dict[str, Any] = field(default_factory=dict)
     timeline: list[dict[str, Any]] = field(default_factory=list)  # seconds, users, req_s from Locust's history
     turns: list[Any] = field(default_factory=list)  # the rows of {prefix}_llm_turns.csv (conversations)
+    table: StatsTable | None = None  # the exact statistics ({prefix}_llm_histograms.json), where the run kept them
 
     @property
     def models(self) -> list[str]:
@@ -70,7 +72,20 @@ def load_run(target: str | Path) -> LoadedRun:
     run.timeline = locust_timeline(prefix)
     run.run_meta = read_run_meta(prefix)
     run.turns = read_turns(prefix)
+    run.table = read_table(prefix)
     return run
+
+
+def read_table(prefix: str | Path) -> StatsTable | None:
+    """The run's exact statistics from ``{prefix}_llm_histograms.json``; None when it has none (plain Locust CSVs, an
+    older run) or it cannot be read (the report is then made without the intervals the gate needs)."""
+    path = histograms_path(prefix)
+    if not path.exists():
+        return None
+    try:
+        return shards.load(json.loads(path.read_text(encoding="utf-8")), str(path))[0]
+    except (OSError, ValueError, shards.ShardError):
+        return None
 
 
 def load_shards(targets: list[str], prices: Prices | None = None) -> LoadedRun:
@@ -96,7 +111,7 @@ def load_shards(targets: list[str], prices: Prices | None = None) -> LoadedRun:
         raise ReportInputError(f"the shards {', '.join(targets)} hold no step")
     first = _prefix(targets[0])
     meta = {**read_run_meta(first), "shards": [str(_prefix(t)) for t in targets]}
-    return LoadedRun(rows, "llm_steps", histograms_path(first), run_meta=meta)
+    return LoadedRun(rows, "llm_steps", histograms_path(first), run_meta=meta, table=table)
 
 
 def read_turns(prefix: str | Path) -> list[dict[str, Any]]:

@@ -12,10 +12,11 @@ from typing import Any
 from locust_llm.measure.sla import Prices, Sla
 from locust_llm.measure.thresholds import ERROR_BUDGET
 from locust_llm.reports.compare import GateInputError, Thresholds, compare, format_comparison
+from locust_llm.reports.console import console_summary
 from locust_llm.reports.files import ReportInputError, read_json_object
 from locust_llm.reports.html import write_html
 from locust_llm.reports.load import LoadedRun
-from locust_llm.reports.summary import build_summary, console_summary, write_json
+from locust_llm.reports.summary import build_summary, write_json
 from locust_llm.reports.verdict import EXIT_INPUT, verdict
 
 __all__ = ["ReportOutcome", "gate", "make_report", "read_summary", "report_paths"]

@@ -1,9 +1,10 @@
-"""``summary.json`` (schema ``locust-llm/summary``, version 1) and the printed capacity summary. Pure.
+"""``summary.json`` (schema ``locust-llm/summary``, version 1): the capacity analysis of a loaded run. Pure.
 
-The summary holds the run's settings (never the key), validity and reasons, the SLA and prices, the primary model's
-``knee`` (latency knee, saturation, SLA capacity, provider cap, recommendation and its reason), each model's analysis,
-the steps, and a search's record. In a search run only the steps that decided a probe can make the run invalid.
-Its fields: docs/methodology.md, "summary.json".
+The summary holds the run's settings (never the key), validity and reasons, the SLA, error budget and prices, the
+primary model's ``knee`` (every limit, the recommendation and what bound it, how sure the knee is), the steps each
+answer rests on, the diagnosis, each model's analysis, the steps (with ``--repeats``, merged per load), the steps'
+histograms for the gate, and a search's record. Only the steps an answer rests on make a run invalid (a search's:
+those that decided a probe). Its fields: docs/methodology.md, "summary.json"; its printed form: ``reports.console``.
 """
 
 from __future__ import annotations
@@ -13,24 +14,26 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from locust_llm.measure.rows import series
+from locust_llm.measure.histogram import Histogram
+from locust_llm.measure.knee import knee_agreement
+from locust_llm.measure.rows import RouteBook, StepRow, series
 from locust_llm.measure.sla import Prices, Sla
+from locust_llm.measure.stats import STEADY, StatsTable, StepStats
 from locust_llm.measure.thresholds import ERROR_BUDGET
 from locust_llm.reports.analysis import RATE_KEYS, Analysis, analyze
-from locust_llm.reports.chain import route_prices, routes_summary, routes_text
+from locust_llm.reports.chain import route_prices, routes_summary
 from locust_llm.reports.diagnosis import diagnose
 from locust_llm.reports.files import write_text_atomic
 from locust_llm.reports.load import LoadedRun
+from locust_llm.reports.repeats import merge_repeats, passes
 
 __all__ = [
     "SCHEMA",
     "VERSION",
     "build_summary",
     "by_load",
-    "console_summary",
     "knee_key",
-    "load_text",
-    "sim_kept_up",
+    "trace_capacity",
     "write_json",
 ]
 
@@ -40,6 +43,7 @@ KNEE_KEYS = (
     "latency_knee_users",
     "latency_knee_bracket",
     "latency_knee_confidence",
+    "latency_knee_agreement",
     "throughput_saturation_users",
     "sla_max_users",
     "sla_max_users_interpolated",
@@ -71,41 +75,6 @@ def by_load(summary: dict[str, Any]) -> dict[str, Any]:
         "knee": {inverse.get(k, k): v for k, v in summary["knee"].items()},
         "axis_title": "offered requests/s",
     }
-
-
-def load_text(summary: dict[str, Any], value: float | None) -> str:
-    """A load in ``summary``'s unit: ``32 users`` or ``6 req/s``; a replayed trace's rate also as its speed,
-    ``8.725 req/s (4x your traffic)``."""
-    if value is None:
-        return "none"
-    if summary.get("mode") != "rate":
-        return f"{value:g} users"
-    rate = (summary.get("knee") or {}).get("trace_rate_req_s")
-    return f"{value:.4g} req/s ({value / rate:.3g}x your traffic)" if rate and value else f"{value:g} req/s"
-
-
-def search_text(search: dict[str, Any]) -> str:
-    """One line: what the search looked for, its answer and why it ended."""
-    unit = search.get("unit", "users")
-    answer = "none" if search["answer"] is None else f"{search['answer']:g} {unit}"
-    probes = search["probes"]
-    again = sum(1 for p in probes if p["kind"] != "probe")
-    more = f", {again} run again" if again else ""
-    done = "" if search["complete"] else " (incomplete)"
-    return (
-        f"search [{search['described']}]: {answer}{done} — {search['reason']} ({len(probes)} probes{more}, "
-        f"precision {100 * search['precision']:g}%)"
-    )
-
-
-def sim_kept_up(open_loop: list[dict[str, Any]]) -> float | None:
-    """The highest offered rate the simulator's open-loop replay kept up with, before the first it did not."""
-    kept = None
-    for point in sorted(open_loop, key=lambda p: p["rate_req_s"]):
-        if not point["kept_up"]:
-            break
-        kept = point["rate_req_s"]
-    return kept
 
 
 def _decided_steps(search: dict[str, Any]) -> set[int]:
@@ -149,10 +118,12 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices, error_budget: float 
     primary = _primary(run)
     settings = run.run_meta.get("settings") or {}
     own_prices = route_prices(settings)
+    repeated = int(settings.get("repeats") or 1) > 1 and run.table is not None and search is None
+    steps = merge_repeats(run.steps, run.table, _row_prices(settings, prices)) if repeated and run.table else run.steps
     analyses: dict[str, Analysis] = {
         model: analyze(
             model,
-            [s for s in run.steps if series(s) == model],
+            [s for s in steps if series(s) == model],
             sla,
             Prices(**own_prices[model]) if model in own_prices else prices,
             goodput_exact=exact,
@@ -161,7 +132,7 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices, error_budget: float 
         )
         for model in run.models
     }
-    primary_rows = [s for s in run.steps if series(s) == primary]
+    primary_rows = [s for s in run.steps if series(s) == primary]  # every pass's: an answer rests on each of its steps
     verdicts = verdict_steps(primary_rows, analyses[primary].rests_on)
     judged = _decided_steps(search) if search is not None else set(verdicts["recommended"]["steps"])
     reasons = sorted(
@@ -180,6 +151,8 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices, error_budget: float 
         reasons.append("no successful request at any step")
     primary_analysis = analyses[primary].as_dict()
     mode = analyses[primary].mode
+    if run.table is not None and search is None:
+        primary_analysis["latency_knee_agreement"] = _agreement(run.table, primary, steps, run.steps, analyses[primary])
     keys = [RATE_KEYS.get(k, k) for k in KNEE_KEYS] if mode == "rate" else list(KNEE_KEYS)
     return {
         "schema": SCHEMA,
@@ -194,7 +167,7 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices, error_budget: float 
         "prices": prices.as_dict(),
         "model": primary,
         "knee": {
-            **{k: primary_analysis[k] for k in keys},
+            **{k: primary_analysis.get(k) for k in keys},
             "search": search is not None,
             **trace_capacity(primary_analysis, (run.run_meta.get("settings") or {}).get("trace"), sla.given),
         },
@@ -202,10 +175,86 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices, error_budget: float 
         "diagnosis": diagnose(primary_rows, primary_analysis),
         **({"routes": routes_summary(run.steps, settings["routes"], primary)} if settings.get("routes") else {}),
         "analyses": {m: a.as_dict() for m, a in analyses.items()},
-        "steps": run.steps,
+        "steps": steps,
+        **({"repeats": repeat_summary(run.steps, primary, sla, error_budget, primary_analysis)} if repeated else {}),
         **({"search": search} if search is not None else {}),
         **({"turns": run.turns} if run.turns else {}),
+        **({"histograms": step_histograms(run.table, primary, steps, run.steps)} if run.table is not None else {}),
     }
+
+
+GATE_HISTOGRAMS = ("ttft", "itl", "e2e")
+
+
+def step_histograms(
+    table: StatsTable, model: str, rows: Sequence[StepRow], every: Sequence[StepRow]
+) -> dict[str, dict[str, Any]]:
+    """The ``model``'s steady histograms of TTFT, ITL and E2E for each of ``rows`` (their wire form; a load run in
+    several passes: their steps' together, under its row's step), for the gate to read a percentile's interval at any
+    confidence (:mod:`locust_llm.measure.intervals`)."""
+    out: dict[str, dict[str, Any]] = {}
+    for row in rows:
+        if series(row) != model:
+            continue
+        members = {r["step"] for r in every if series(r) == model and _load(r) == _load(row)}
+        stats = StepStats()
+        for key, part in table:
+            if key.phase == STEADY and key.model == model and key.step in members:
+                stats.merge(part)
+        hists = stats.hist
+        if not stats.empty:
+            out[str(row["step"])] = {name: hists[name].to_wire() for name in GATE_HISTOGRAMS if hists[name].count}
+    return out
+
+
+def _agreement(
+    table: StatsTable, model: str, rows: Sequence[StepRow], every: Sequence[StepRow], analysis: Analysis
+) -> float | None:
+    """The share of the knee's block-bootstrap resamples that find it (:func:`locust_llm.measure.knee.knee_agreement`),
+    over the loads the analysis judged, each with its steps' one-second blocks (a load run in several passes: all of
+    theirs)."""
+    by_load = {_load(r): r for r in rows if series(r) == model}
+    loads = list(analysis.users)
+    blocks = []
+    for load in loads:
+        members = {r["step"] for r in every if series(r) == model and _load(r) == load}
+        found: list[Histogram] = []
+        for key, part in table:
+            if key.phase == STEADY and key.model == model and key.step in members:
+                found += part.blocks.values()
+        blocks.append(found)
+    decode = [by_load[u].get("itl_p50_ms") if u in by_load else None for u in loads]
+    return knee_agreement(loads, blocks, decode, analysis.latency_knee_users)
+
+
+def _row_prices(settings: Mapping[str, Any], prices: Prices) -> Prices | RouteBook:
+    """The prices the run's rows were costed at: each route's own with ``--routes`` (as ``RunConfig.row_prices``)."""
+    routes = (settings.get("routes") or {}).get("routes") or []
+    if not routes:
+        return prices
+    own = route_prices(settings)
+    models = {r["name"]: r.get("model", r["name"]) for r in routes}
+    return RouteBook(models, {name: Prices(**own[name]) if name in own else prices for name in models})
+
+
+def repeat_summary(
+    rows: Sequence[StepRow], model: str, sla: Sla, error_budget: float, merged: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Each pass analysed alone: its knee and recommendation, and how many passes found the merged run's knee."""
+    key = "latency_knee_rate_req_s" if merged.get("mode") == "rate" else "latency_knee_users"
+    knee = merged.get(key)
+    out = []
+    for number, part in sorted(passes([r for r in rows if series(r) == model]).items()):
+        a = analyze(model, part, sla, error_budget=error_budget).as_dict()
+        out.append(
+            {
+                "repeat": number,
+                "latency_knee": a.get(key),
+                "recommended": a.get(key.replace("latency_knee", "recommended")),
+            }
+        )
+    agree = sum(1 for p in out if p["latency_knee"] == knee)
+    return {"passes": out, "knee_agree": agree, "of": len(out), "steps": list(rows)}
 
 
 def trace_capacity(analysis: dict[str, Any], trace: dict[str, Any] | None, sla_given: bool) -> dict[str, Any]:
@@ -233,168 +282,5 @@ def trace_capacity(analysis: dict[str, Any], trace: dict[str, Any] | None, sla_g
     }
 
 
-def trace_text(summary: dict[str, Any]) -> str | None:
-    """The printed line of a trace's capacity (:func:`trace_capacity`), or None without a trace."""
-    knee = summary["knee"]
-    if "capacity_multiple" not in knee:
-        return None
-    multiple = knee["capacity_multiple"]
-    within = (
-        f"within the SLA [{summary['sla']['described']}]"
-        if knee["capacity_basis"] == "sla"
-        else "below its knee (the recommended max rate)"
-    )
-    if multiple is None:
-        return f"  your traffic: how many times of it fits is not known ({knee.get('recommended_reason')})"
-    if not multiple:
-        return f"  your traffic: no tested speed of it stayed {within}"
-    if multiple < 1:
-        return f"  your traffic is past capacity: the endpoint serves only {multiple:g}x of it {within}"
-    return f"  your traffic can grow {multiple:g}x (speed) and stay {within}"
-
-
-def _route_lines(summary: dict[str, Any]) -> list[str]:
-    """With ``--routes``: the chain's line (:func:`~locust_llm.reports.chain.routes_text`) and each other route's
-    provider cap and knee."""
-    routes = summary.get("routes")
-    if not routes:
-        return []
-    text = routes_text(routes)
-    lines = [f"  routes: {text}"] if text else []
-    for name in routes["routes"]:
-        a = summary["analyses"].get(name)
-        if a is None or name == summary["model"]:
-            continue
-        cap = a.get("provider_cap_users")
-        knee = a.get("latency_knee_users")
-        lines.append(
-            f"  route {name}: latency knee {load_text(summary, knee)}, "
-            + (f"HTTP 429 from {load_text(summary, cap)}" if cap is not None else "no provider cap seen")
-        )
-    return lines
-
-
-VERDICT_NAMES = {
-    "latency_knee": "the latency knee",
-    "throughput_saturation": "the throughput saturation",
-    "sla_capacity": "the SLA capacity",
-    "provider_cap": "the provider cap",
-    "server_queue": "the server queue",
-    "error_budget": "the error budget",
-}
-
-
-def _trust_lines(summary: dict[str, Any]) -> list[str]:
-    """Which answers rest on invalid steps: the invalid steps the recommendation does not rest on (the run stays
-    valid), and each other answer that rests on one (not to be trusted)."""
-    verdicts = summary.get("verdicts")
-    if not verdicts or summary.get("search"):
-        return []
-    resting = set(verdicts["recommended"]["steps"])
-    invalid = sorted({s["step"] for s in summary["steps"] if s.get("valid") is False})
-    outside = [step for step in invalid if step not in resting]
-    lines = []
-    if outside:
-        named = ", ".join(map(str, outside))
-        lines.append(
-            f"  invalid step(s) {named}: the recommendation does not rest on them (its steps: up to "
-            f"{load_text(summary, verdicts['recommended']['load'])})"
-        )
-    for name, label in VERDICT_NAMES.items():
-        bad = (verdicts.get(name) or {}).get("invalid_steps") or []
-        if bad and any(step not in resting for step in bad):
-            lines.append(f"  {label} rests on invalid step(s) {', '.join(map(str, bad))}: not to be trusted")
-    return lines
-
-
 def write_json(summary: dict[str, Any], path: Path) -> None:
     write_text_atomic(path, json.dumps(summary, indent=2, default=str) + "\n")
-
-
-def console_summary(summary: dict[str, Any]) -> str:
-    """A few plain lines: validity, the knees, the binding limit and the recommendation."""
-    knee = summary["knee"]
-    a = summary["analyses"][summary["model"]]
-    lines = [
-        f"locust-llm capacity summary for {summary['model']}"
-        + (" (approximate)" if summary["source"]["approximate"] else "")
-    ]
-    if not summary["valid"]:
-        lines.append("  INVALID RUN: " + "; ".join(summary["invalid_reasons"]) + " — do not trust the figures below")
-    if (summary["run"].get("settings", {}).get("tls") or {}).get("insecure"):
-        lines.append("  --insecure: the endpoint's TLS certificate and host name were NOT verified")
-    unended = ((summary["run"].get("totals") or {}).get("open_loop") or {}).get("unended")
-    if unended:
-        lines.append(
-            f"  {unended} request(s) sent were still in flight when the run stopped and were cancelled, in no"
-            " figure: --stop-timeout 60s lets them finish"
-        )
-    search = summary.get("search")
-    if search is not None:
-        lines.append("  " + search_text(search))
-    bracket = knee["latency_knee_bracket"]
-
-    def at(key: str) -> Any:
-        return knee[knee_key(summary, key)]
-
-    knee_note = a["latency_knees"]["ttft"]
-    if at("latency_knee_users") is not None:
-        where = f" (the bend lies between {bracket[0]:g} and {load_text(summary, bracket[1])})" if bracket else ""
-        doubt = f"; low confidence: {knee_note['note']}" if knee.get("latency_knee_confidence") == "low" else ""
-        lines.append(f"  latency knee (TTFT p99): {load_text(summary, at('latency_knee_users'))}{where}{doubt}")
-    else:
-        lines.append(f"  latency knee (TTFT p99): none — {knee_note['note']}")
-    sat = at("throughput_saturation_users")
-    lines.append(
-        f"  throughput saturation: {load_text(summary, sat)} — {a['throughput_note']}"
-        if sat is not None
-        else f"  throughput saturation: none — {a['throughput_note']}"
-    )
-    sla = summary["sla"]
-    if any(sla.get(k) is not None for k in ("ttft_p99_ms", "itl_p99_ms", "e2e_p99_ms", "max_error_rate")):
-        interp = at("sla_max_users_interpolated")
-        extra = f" (interpolated ~{interp:g})" if interp is not None else ""
-        described = f" [{sla['described']}]" if sla.get("described") else ""
-        lines.append(f"  SLA capacity{described}: {load_text(summary, at('sla_max_users'))}{extra} — {a['sla_note']}")
-    if at("provider_cap_users") is not None:
-        lines.append(
-            f"  provider cap: HTTP 429 on {100 * knee['provider_cap_share']:.1f}% of requests from "
-            f"{load_text(summary, at('provider_cap_users'))}"
-        )
-    if at("server_queue_users") is not None:
-        lines.append(f"  server queue: from {load_text(summary, at('server_queue_users'))} — {a['server_queue_note']}")
-    if at("error_budget_users") is not None:
-        lines.append(
-            f"  error budget: exceeded from {load_text(summary, at('error_budget_users'))} — {a['error_budget_note']}"
-        )
-    rec = at("recommended_users")
-    noun = "rate" if summary.get("mode") == "rate" else "concurrency"
-    reason = knee["recommended_reason"]
-    lines.append(
-        f"  recommended max {noun}: {load_text(summary, rec)} ({reason})"
-        if rec is not None
-        else f"  recommended max {noun}: none — {reason}"
-    )
-    if knee["provider_is_the_wall"]:
-        lines.append("  the wall is the provider's rate limit (HTTP 429), not the model: raise the limit or add keys")
-    lines += _trust_lines(summary)
-    lines += _route_lines(summary)
-    traced = trace_text(summary)
-    if traced:
-        lines.append(traced)
-    diagnosis = summary.get("diagnosis")
-    if diagnosis:
-        low = " (low confidence)" if diagnosis["confidence"] == "low" and diagnosis["wall"] != "unknown" else ""
-        lines.append(f"  why: {diagnosis['sentence']}{low}")
-    truth = summary["run"].get("simulator")
-    if truth and truth.get("saturation_users") is not None:
-        in_flight = " in flight" if summary.get("mode") == "rate" else ""
-        lines.append(f"  simulator's analytic knee: {truth['saturation_users']} users{in_flight}")
-    if truth and truth.get("open_loop"):
-        kept = sim_kept_up(truth["open_loop"])
-        lines.append(
-            f"  simulator's open-loop truth: kept up with {load_text(summary, kept)}"
-            if kept is not None
-            else "  simulator's open-loop truth: behind at every offered rate"
-        )
-    return "\n".join(lines)

@@ -85,6 +85,7 @@ class Collector:
         preflight was given. A master passes the time left with each step message."""
         self.dropped_routes: list[str] = []
         """Routes the preflight found down and ``--routes-allow-down`` dropped; a master passes them on too."""
+        self.repeat_of: dict[int, int] = {}  # step -> its pass over the plan (--repeats); 1 when not given
         self._stalls: list[tuple[int, int]] = []  # (at ns, lateness ns) of the loop watchdog, filed with the rest
         self.loop_watch = LoopWatch(lambda at_ns, late_ns: self._stalls.append((at_ns, late_ns)))
 
@@ -139,6 +140,7 @@ class Collector:
         self.worker_cpu.clear()
         if not keep_steps:
             self.timeline = Timeline()
+            self.repeat_of = {}
         elif self.role == "master":
             self._send(RESET_MESSAGE, {"run": self.run, "keep_steps": True})
 
@@ -396,6 +398,7 @@ class Collector:
                     invalid_reasons=tuple(reasons),
                     rate=mark.rate,
                     speed=round(mark.rate / self.trace_rate_req_s, 6) if mark.rate and self.trace_rate_req_s else None,
+                    repeat=self.repeat_of.get(mark.step, 1),
                 )
             )
         return out

@@ -213,7 +213,15 @@ def _report(run: LLMRun, prefix: str | None, step_rows: list[StepRow], meta: dic
     config = run.require_config()
     timeline = locust_timeline(prefix) if prefix else []
     path = steps_csv_path(prefix) if prefix else Path("-")
-    loaded = LoadedRun(step_rows, "llm_steps", path, run_meta=meta, timeline=timeline, turns=conversation_rows(run))
+    loaded = LoadedRun(
+        step_rows,
+        "llm_steps",
+        path,
+        run_meta=meta,
+        timeline=timeline,
+        turns=conversation_rows(run),
+        table=run.collector.results(),
+    )
     outcome = make_report(
         loaded, report_paths(run, prefix), config.sla, config.prices, config.baseline, config.gate, config.error_budget
     )

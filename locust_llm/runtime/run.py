@@ -154,9 +154,11 @@ class LLMRun:
         step_duration_s: float | None = None,
         rate: float | None = None,
         total: int | None = None,
+        repeat: int = 1,
     ) -> None:
-        """Stamp the start of step number ``step`` (from 1, of ``total`` when known) with ``users`` users (open loop:
-        its ``rate``, shared by ``users`` generator processes), and say so (:mod:`locust_llm.runtime.progress`).
+        """Stamp the start of step number ``step`` (from 1, of ``total`` when known; of pass ``repeat`` with
+        ``--repeats``) with ``users`` users (open loop: its ``rate``, shared by ``users`` generator processes), and say
+        so (:mod:`locust_llm.runtime.progress`).
 
         With ``--warmup auto``, the warm-up also covers the previous step's E2E p90, so that requests sent under the
         old user count end before the steady window opens; at most half the step. After the first step, a warning
@@ -181,6 +183,7 @@ class LLMRun:
                 self._advise_step_length(duration, e2e, requests, req_s)
         self.collector.begin_step(step, users, int(warmup_s * 1e9), rate, users if rate is not None else 1)
         self.collector.health[step].carryover = carryover
+        self.collector.repeat_of[step] = repeat
         load = f"{users} users" if rate is None else f"{rate:g} requests/s from {users} generator process(es)"
         if rate is not None and config.trace is not None:
             load = f"speed {rate / config.trace.rate_req_s:g}x of the trace: {load}"

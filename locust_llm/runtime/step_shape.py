@@ -55,8 +55,8 @@ class StepShape(LoadTestShape):
         config = run.require_config()
         if config.search is not None:
             return self._tick_search(run)
-        rates = config.rates
-        plan = StepPlan(tuple(range(1, len(rates) + 1)) if rates else config.steps, config.step_duration_s)
+        rates = config.plan_rates
+        plan = StepPlan(tuple(range(1, len(rates) + 1)) if rates else config.plan_steps, config.step_duration_s)
         step = plan.step_at(self.get_run_time())
         if step is not None and step.index == self._index:  # a step already begun: its end may be due first
             if not until_boundary(step.end_s, self.get_run_time, gevent.sleep, self._running):
@@ -68,11 +68,13 @@ class StepShape(LoadTestShape):
             processes = getattr(self.runner, "worker_count", 0) or 1
             if step.index != self._index:
                 self._index = step.index
-                run.begin_step(step.index + 1, processes, plan.step_duration_s, rates[step.index], len(rates))
+                repeat = config.repeat_of(step.index)
+                run.begin_step(step.index + 1, processes, plan.step_duration_s, rates[step.index], len(rates), repeat)
             return processes, float(processes)
         if step.index != self._index:
             self._index = step.index
-            run.begin_step(step.index + 1, step.users, plan.step_duration_s, total=len(plan.steps))
+            repeat = config.repeat_of(step.index)
+            run.begin_step(step.index + 1, step.users, plan.step_duration_s, total=len(plan.steps), repeat=repeat)
         return step.users, plan.spawn_rate(step.index)
 
     def _running(self) -> bool:

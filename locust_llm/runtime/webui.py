@@ -21,7 +21,8 @@ from flask import Blueprint, Response, jsonify, make_response, redirect, request
 
 from locust_llm.config.flags import FLAGS
 from locust_llm.measure.rows import COLUMNS, StepRow, series
-from locust_llm.reports.summary import by_load, console_summary
+from locust_llm.reports.console import console_summary
+from locust_llm.reports.summary import by_load
 from locust_llm.runtime import outputs
 from locust_llm.runtime.run import LLMRun
 

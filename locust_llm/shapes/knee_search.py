@@ -1,16 +1,11 @@
 """The knee search: the sweep's latency knee (:mod:`locust_llm.measure.knee`), found in few probes. Pure; no clock.
 
-A decision judges a *segment* between two probed loads ``a < b`` (the caller's :class:`~locust_llm.shapes.criteria.
-Criterion`): ``b`` is past the knee when the segment bends or a probe is past capacity (a server queue, the error
-budget), else ``b`` is flat. The rules:
-
-1. **Reference.** The start is judged against half its load, so the search can answer below its start.
-2. **Down.** While the lowest segment bends, probe half its lower end; the lowest load tried (1 user; for rates
-   ``start / 64``) is flat by definition (nothing queues behind one user).
-3. **Up.** While the highest segment is flat, double its upper end, up to the maximum; flat there: no knee up to it.
-4. **Bisect** the first bending segment ``[low, high]``, each midpoint judged against ``low``, until
-   ``high - low <= max(precision * low, resolution)``. The answer is ``low``, the highest flat load.
-Borderline, invalid and budget rules are :mod:`locust_llm.shapes.search`'s. docs/methodology.md, "The capacity search".
+Each decision judges a *segment* between two probed loads ``a < b`` (the caller's criterion): ``b`` is past the knee
+when it bends or a probe is past capacity (that load), else flat. The start is judged against half its load (so it
+can answer below its start); the search walks the doubling ladder down while the lowest segment bends (the lowest load
+tried is flat by definition), up while the highest is flat (to the maximum), then bisects the first bending segment,
+each midpoint against the highest flat load, to the precision; the answer is that load. Borderline, invalid and
+budget rules are :mod:`locust_llm.shapes.search`'s. docs/methodology.md, "The capacity search".
 """
 
 from __future__ import annotations

@@ -87,9 +87,8 @@ def compare(baseline, current, *thresholds):
 
 @pytest.mark.parametrize("preset", PRESETS)
 def test_the_same_server_twice_is_no_regression_either_way(runs, preset):
-    """A TTFT p99 of an 8-second step's few hundred requests, which one stall of this machine sets, is reported and
-    its p90 judged (the gate's TAIL_SAMPLES rule); the error rate behind grok-like's 429 wall is judged against its
-    sampling noise."""
+    """A TTFT p99 of an 8-second step's few hundred requests is reported, not judged (too few to bound it); the
+    error rate behind grok-like's 429 wall is judged by an exact test, with the run's other checks as one family."""
     for first, second in (("baseline", "same"), ("same", "baseline")):
         proc = compare(runs[preset][first], runs[preset][second], *MACHINE_ITL_NOISE)
         assert proc.returncode == 0, proc.stdout

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from locust_llm.reports.summary import sim_kept_up
+from locust_llm.reports.console import sim_kept_up
 from tests.integration.test_web_ui import fetch, wait_for, web_ui
 from tests.support.procs import distributed_run, read_csv, run_locust, sim
 

@@ -52,6 +52,8 @@ def test_every_chart_renders_without_javascript_errors(report, tmp_path):
     for legend in ("running (median, range)", "waiting (median, range)", "KV usage (median, range)", "HTTP 429 %"):
         assert legend in proc.stdout, legend
     assert "What the diagnosis read (sim-llm)" in proc.stdout
+    # every percentile with its interval: plotly draws an error bar per point of the TTFT and ITL p50/p99 traces
+    assert proc.stdout.count('class="errorbar"') >= 4 * 3, proc.stdout.count('class="errorbar"')
 
 
 def test_screenshot_is_not_blank(report, tmp_path):

@@ -28,16 +28,16 @@ def gated(out, baseline_path, *extra):
 @pytest.fixture(scope="module")
 def gates(baseline, tmp_path_factory):
     """At once, each against its own simulator: the same configuration gated against the baseline, and against a
-    baseline four times faster than this machine can be."""
+    baseline that served twice the tokens per second this machine can."""
     good = baseline / "report" / "summary.json"
     better = json.loads(good.read_text())
     for step in better["steps"]:
-        step["ttft_p99_ms"], step["ttft_p90_ms"] = step["ttft_p99_ms"] / 4, step["ttft_p90_ms"] / 4
+        step["output_tok_s"] = 2 * step["output_tok_s"]
     better_path = tmp_path_factory.mktemp("better") / "better.json"
     better_path.write_text(json.dumps(better))
     # two runs of one config on a shared 2-core machine: ITL p99 (here ~6 ms) went from 6.0 to 9.1 ms in CI once,
     # over the default 2 ms minimum rise (the simulator itself is up to ~7 ms late at p99 on such a machine); the
-    # TTFT p99 of these steps' few dozen requests is reported and their p90 judged (the gate's TAIL_SAMPLES rule)
+    # TTFT p99 of these steps' few dozen requests is reported, not judged (too few to bound it)
     return at_once(
         {
             "same": lambda: gated(tmp_path_factory.mktemp("same"), good, "--min-itl-rise-ms", "10"),
@@ -62,7 +62,8 @@ def test_baseline_gate_sets_the_exit_code(gates):
     assert "verdict: no regression" in proc.stdout
     proc = gates["worse"]
     assert proc.returncode == 1, proc.stdout[-3000:]
-    assert "REGRESSION" in proc.stdout and re.search(r"ttft_p90_ms .* REGRESSION", proc.stdout)
+    assert "REGRESSION" in proc.stdout and re.search(r"peak_output_tok_s .* REGRESSION", proc.stdout)
+    assert re.search(r"ttft_p99_ms .* finding .*not judged: the baseline's p99 of \d+ samples", proc.stdout)
 
 
 def test_bad_baseline_exits_2(light_runs):

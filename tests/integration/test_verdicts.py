@@ -57,6 +57,21 @@ def runs(tmp_path_factory):
             "errors": partial(
                 run, at("errors"), "--steps", "4,8", "--step-duration", "8s", *SHORT, "--sim-args", "--fault 500:0.09"
             ),
+            "repeats": partial(  # the automatic warm-up covers the backlog the top load leaves to the next pass
+                run,
+                at("repeats"),
+                "--steps",
+                "2,8,16",
+                "--repeats",
+                "2",
+                "--step-duration",
+                "8s",
+                *SHORT,
+                "--warmup",
+                "auto",
+                "--sim-args",
+                SLOTS,
+            ),
             "stalled": partial(
                 run,
                 at("stalled"),
@@ -90,6 +105,8 @@ def test_a_slot_limited_server_bends_at_its_slot_count_and_its_wall_is_a_batch_l
     diagnosis = summary["diagnosis"]
     assert diagnosis["wall"] == "batch_limit" and "held at 8" in diagnosis["sentence"]
     assert "slots or memory" in diagnosis["sentence"]
+    # a cliff of 70 -> 2,000 ms: every resample of the steps' seconds finds it
+    assert knee["latency_knee_agreement"] >= 0.95 and "of resamples of the steps' seconds find this knee" in proc.stdout
 
 
 def test_the_search_started_past_the_knee_answers_below_its_start_inside_the_sweeps_bracket(runs):
@@ -147,3 +164,22 @@ def test_a_stalled_step_past_the_answer_is_invalid_and_named_but_leaves_the_answ
         summary["verdicts"]["recommended"]["load"] == 12 and summary["verdicts"]["recommended"]["invalid_steps"] == []
     )
     assert "invalid step(s) 4: the recommendation does not rest on them" in proc.stdout
+
+
+def test_repeats_run_the_steps_interleaved_merge_each_load_and_say_how_many_passes_agree(runs):
+    proc, summary, rows = runs["repeats"]
+    assert accepted(proc.returncode, proc.stdout), proc.stdout[-3000:]
+    assert [(int(r["users"]), int(r["repeat"])) for r in rows] == [(2, 1), (8, 1), (16, 1), (2, 2), (8, 2), (16, 2)]
+    merged = {s["users"]: s for s in summary["steps"]}
+    assert sorted(merged) == [2, 8, 16] and all(s["repeat"] == 0 for s in merged.values())
+    for users, step in merged.items():
+        own = [r for r in rows if int(r["users"]) == users]
+        assert step["requests"] == sum(int(r["requests"]) for r in own)  # both passes' samples, added
+        for r in own:  # the interval holds each pass's own p99: the spread between passes as well as within
+            assert step["ttft_p99_ms_ci_low"] <= float(r["ttft_p99_ms"]), (step, r)
+            assert step["ttft_p99_ms_ci_high"] is None or float(r["ttft_p99_ms"]) <= step["ttft_p99_ms_ci_high"]
+    repeats = summary["repeats"]
+    knees = [p["latency_knee"] for p in repeats["passes"]]
+    assert repeats["of"] == 2 and repeats["knee_agree"] == knees.count(summary["knee"]["latency_knee_users"])
+    assert summary["knee"]["latency_knee_users"] == 8 and knees == [8, 8]  # the slots' cliff, in each pass
+    assert "2 of 2 passes find it (each pass's knee: 8, 8)" in proc.stdout

@@ -90,6 +90,7 @@ def test_the_llm_tab_and_the_live_page_in_a_browser(browser, tmp_path):
             "document.getElementById('render-status').textContent.endsWith('finished')", timeout=20_000
         )
         assert "rendered 4 charts, 0 errors" in live.locator("#render-status").inner_text()
+        assert live.locator("#chart-ttft g.errorbar").count() > 0  # the percentiles' intervals, drawn
         summary = live.locator("#summary").inner_text()
         assert "recommended max concurrency" in summary and "latency knee" in summary
         assert live.locator("#links a").count() == 3

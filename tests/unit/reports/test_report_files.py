@@ -7,9 +7,10 @@ import sys
 import pytest
 
 from locust_llm.measure.sla import Prices, Sla
+from locust_llm.reports.console import console_summary
 from locust_llm.reports.html import render_html
 from locust_llm.reports.load import load_run
-from locust_llm.reports.summary import build_summary, console_summary
+from locust_llm.reports.summary import build_summary
 from tests.unit.reports.test_load import row, write_steps
 
 TTFT = (24, 29, 35, 1646, 3064)

@@ -1,6 +1,7 @@
 """A replayed trace's capacity in multiples of it: each rate over the trace's own, and the printed line."""
 
-from locust_llm.reports.summary import load_text, trace_capacity, trace_text
+from locust_llm.reports.console import load_text, trace_text
+from locust_llm.reports.summary import trace_capacity
 
 TRACE = {"rate_req_s": 4.0}
 ANALYSIS = {
