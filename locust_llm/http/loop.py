@@ -3,23 +3,27 @@
 :class:`LoopTurn` holds when the current turn of this thread's loop began (its poll returned), how many turns have
 begun, and whether reads in this turn take the kernel's receive time: yes after more than :data:`WORK_NS` of the
 loop's own work before the poll, or a poll that waited more than :data:`WAIT_NS` (the stamp rules:
-docs/architecture.md, "Stamps"). Two libev watchers keep it current. :func:`poll_count` is libev's own count of polls.
+docs/architecture.md, "Stamps"), and each turn whose own work held the loop longer than :data:`STALL_NS`. Two libev
+watchers keep it current. :func:`poll_count` is libev's own count of polls.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from gevent.hub import get_hub
 
-__all__ = ["WAIT_NS", "WORK_NS", "LoopTurn", "loop_turn", "poll_count"]
+__all__ = ["STALL_NS", "WAIT_NS", "WORK_NS", "LoopTurn", "loop_turn", "poll_count"]
 
 WORK_NS = 100_000
 """A turn that follows more of the loop's own work than this (ns, wall clock) reads with the kernel's receive times."""
 WAIT_NS = 1_000_000
 """A turn whose poll waited longer than this (ns) reads with the kernel's receive times."""
+STALL_NS = 10_000_000
+"""A turn whose own work (from its poll's return to the next poll) took longer than this (ns) held the loop: it is
+kept in :attr:`LoopTurn.stalls` for the loop watchdog (``runtime.stall``)."""
 
 
 @dataclass(slots=True, eq=False)
@@ -36,6 +40,8 @@ class LoopTurn:
     """Reads in this turn take the kernel's receive time (module docstring)."""
     polling_ns: int
     """When the loop was about to poll."""
+    stalls: list[tuple[int, int]] = field(default_factory=list)
+    """``(ended ns, held ns)`` of each turn whose own work took over :data:`STALL_NS`, until taken."""
 
 
 def loop_turn(clock: Callable[[], int]) -> LoopTurn | None:
@@ -58,7 +64,10 @@ def loop_turn(clock: Callable[[], int]) -> LoopTurn | None:
 
     def began() -> None:
         now = clock()
-        turn.kernel_stamps = turn.polling_ns - turn.start_ns > WORK_NS or now - turn.polling_ns > WAIT_NS
+        work = turn.polling_ns - turn.start_ns
+        turn.kernel_stamps = work > WORK_NS or now - turn.polling_ns > WAIT_NS
+        if work > STALL_NS:
+            turn.stalls.append((turn.polling_ns, work))
         turn.start_ns = now
         turn.count += 1
         turn.wall_offset_ns = wall() - now

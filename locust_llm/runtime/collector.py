@@ -108,7 +108,6 @@ class Collector:
         self._greenlet = gevent.spawn(self._sample_loop)
 
     def detach(self) -> None:
-        self.loop_watch.stop()
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
@@ -163,6 +162,7 @@ class Collector:
     def _file_pending(self) -> None:
         pending, self._pending, self._pending_tokens = self._pending, [], 0
         clients, self._clients = self._clients, []
+        self.loop_watch.flush()
         stalls, self._stalls = self._stalls, []
         locate, table = self.timeline.locate, self.table
         table.add_all(pending, locate)

@@ -1,55 +1,56 @@
-"""A watchdog on this process's event loop: how late the loop runs, as a share of the time, for the validity rules.
+"""A watchdog on this process's event loop: how long the loop was held, as a share of the time, for the validity rules.
 
-A libev timer asks to run every :data:`TICK_S` and files how late it ran (``L``: the gap since its last run less the
-tick), and, for the ticks a late run swallowed, ``L - TICK``, ``L - 2 TICK``, ... (HdrHistogram's correction for
-coordinated omission): the step's ``loop_stall`` percentiles are shares of its time, whatever held the loop (a
-blocking call, a slow scrape, a GC pause, a starved CPU). Only processes that time tokens run it.
+The loop's own turn watchers (``http.loop.LoopTurn``) keep each turn whose work, from its poll's return to the next
+poll, held the loop over ``STALL_NS``; no timer is added. :meth:`LoopWatch.flush` turns them into the samples a
+watchdog ticking every :data:`TICK_S` would have filed: for a turn held ``W``, the lateness ``W``, ``W - TICK``, ...
+(HdrHistogram's correction for coordinated omission), and 0 for each tick of the rest of the time. So the step's
+``loop_stall`` percentiles are shares of its time, whatever held the loop (a blocking call, a slow scrape, a GC pause).
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
-import gevent
+from locust_llm.http.loop import STALL_NS, LoopTurn, loop_turn
 
 __all__ = ["TICK_S", "LoopWatch"]
 
-TICK_S = 0.010
-"""How often the watchdog asks to run: a stall shorter than this is not seen (nor does it stretch a token gap beyond
-the ITL noise of a few milliseconds)."""
+TICK_S = STALL_NS / 1e9
+"""The watchdog's resolution: a turn shorter than this is not a stall (nor does it stretch a token gap beyond the ITL
+noise of a few milliseconds)."""
 
 
 class LoopWatch:
-    """Calls ``file(at_ns, lateness_ns)`` for each run of its timer and each tick a late run swallowed (module
-    docstring); ``clock`` is ``time.perf_counter_ns``."""
+    """Files ``file(at_ns, lateness_ns)`` samples for this thread's loop (module docstring) at each :meth:`flush`."""
 
     def __init__(self, file: Callable[[int, int], None], clock: Callable[[], int] = time.perf_counter_ns) -> None:
         self.file = file
         self.clock = clock
-        self.tick_ns = int(TICK_S * 1e9)
-        self._timer: Any = None
-        self._last_ns = 0
+        self.tick_ns = STALL_NS
+        self.turn: LoopTurn | None = None
+        self._since_ns = 0
 
-    def start(self) -> None:
-        if self._timer is None:
-            self._last_ns = self.clock()
-            self._timer = gevent.get_hub().loop.timer(TICK_S, TICK_S)
-            self._timer.start(self.run)
+    def start(self, turn: LoopTurn | None = None) -> None:
+        """Watch this thread's loop (or ``turn``, the tests' own); from now on."""
+        if self.turn is None:
+            self.turn = turn if turn is not None else loop_turn(time.perf_counter_ns)
+            self._since_ns = self.clock()
 
-    def stop(self) -> None:
-        if self._timer is not None:
-            self._timer.stop()
-            self._timer = None
-
-    def run(self) -> None:
-        """One run of the timer: file its lateness (0 when on time) and the ticks a late run swallowed."""
+    def flush(self) -> None:
+        """File the samples of the time since the last flush: each held turn's, and 0 for the rest of its ticks."""
+        if self.turn is None:
+            return
         now = self.clock()
-        late = max(0, now - self._last_ns - self.tick_ns)
-        self._last_ns = now
-        self.file(now, late)
-        late -= self.tick_ns
-        while late > 0:
-            self.file(now, late)
-            late -= self.tick_ns
+        stalls, self.turn.stalls = self.turn.stalls, []
+        held = 0
+        for ended_ns, work_ns in stalls:
+            late = work_ns
+            while late > 0:
+                self.file(ended_ns, late)
+                late -= self.tick_ns
+                held += 1
+        on_time = (now - self._since_ns) // self.tick_ns - held
+        self._since_ns = now
+        for _ in range(max(0, on_time)):
+            self.file(now, 0)

@@ -1,7 +1,9 @@
-"""The loop watchdog's arithmetic on a scripted clock: on-time runs file 0, a late run files its lateness and each
-tick it swallowed, so the percentiles are shares of time; and the validity rule that reads them."""
+"""The loop watchdog's arithmetic on a scripted clock and scripted turns: a held turn files its time and each tick it
+swallowed, the rest of the time files zeros, so the percentiles are shares of time; and the validity rule that reads
+them."""
 
-from locust_llm.measure.health import invalid_reasons
+from locust_llm.http.loop import LoopTurn
+from locust_llm.measure.health import StepHealth, invalid_reasons
 from locust_llm.measure.stats import StatsTable
 from locust_llm.runtime.stall import TICK_S, LoopWatch
 
@@ -9,52 +11,49 @@ MS = 1_000_000
 TICK = int(TICK_S * 1e9)
 
 
-def watched(gaps_ns):
-    """The samples a watch files when its timer runs after each of ``gaps_ns``."""
+def watched(seconds, held_ms):
+    """The samples a watch files over ``seconds`` of time during which turns held the loop ``held_ms`` each."""
     now = [0]
     filed = []
+    turn = LoopTurn(0, 0, 0, False, 0)
     watch = LoopWatch(lambda at, late: filed.append(late), clock=lambda: now[0])
-    watch._last_ns = 0
-    for gap in gaps_ns:
-        now[0] += gap
-        watch.run()
+    watch.start(turn)
+    turn.stalls = [(i * MS, ms * MS) for i, ms in enumerate(held_ms)]
+    now[0] = int(seconds * 1e9)
+    watch.flush()
     return filed
 
 
-def test_on_time_runs_file_zero_and_a_stall_files_each_tick_it_swallowed():
-    assert watched([TICK, TICK + MS // 2]) == [0, MS // 2]
-    filed = watched([TICK + 35 * MS])  # the loop was held 35 ms past its tick: 3 more ticks were due meanwhile
-    assert filed == [35 * MS, 25 * MS, 15 * MS, 5 * MS]
+def test_a_held_turn_files_each_tick_it_swallowed_and_the_rest_of_the_time_files_zeros():
+    filed = watched(1.0, [35])  # held 35 ms: 4 ticks late by 35, 25, 15 and 5 ms; 96 ticks on time
+    assert sorted(filed, reverse=True)[:5] == [35 * MS, 25 * MS, 15 * MS, 5 * MS, 0]
+    assert len(filed) == 100 and filed.count(0) == 96
+    assert watched(1.0, []) == [0] * 100  # nothing held: every tick on time
 
 
-def table_with(stalls_ms, seconds=20):
-    """A steady step of ``seconds`` on time but for ``stalls_ms`` (each once), as the watch files them."""
-    gaps = [TICK] * int(seconds / TICK_S) + [TICK + ms * MS for ms in stalls_ms]
+def table_with(seconds, held_ms):
     table = StatsTable()
-    for late in watched(gaps):
+    for late in watched(seconds, held_ms):
         table.add_stall(late, 10**9, lambda t: (1, "steady"))
     return table
 
 
 def reasons(table):
-    from locust_llm.measure.health import StepHealth
-
     return invalid_reasons(1, StepHealth(), table, max_cpu_pct=80, max_lag_ms=10)
 
 
 def test_a_loop_held_a_third_of_every_second_makes_the_step_invalid_and_names_the_stall():
-    """The issue's run: a scrape held the loop about 350 ms each second."""
-    table = table_with([350] * 20)
-    (reason,) = reasons(table)
+    """The issue's run: a scrape held the loop about 350 ms each second, for 20 s."""
+    (reason,) = reasons(table_with(20, [350] * 20))
     assert reason.startswith("generator loop stalled: p99 3") and "> 10 ms" in reason
 
 
 def test_one_gc_pause_in_a_step_is_not_a_stall_of_its_figures():
     """One 100 ms pause in 20 s holds the loop 0.5 % of the time: under the p99."""
-    assert reasons(table_with([100])) == []
+    assert reasons(table_with(20, [100])) == []
 
 
 def test_the_generator_row_is_no_model_row():
-    table = table_with([350] * 5)
+    table = table_with(5, [350] * 5)
     ((key, stats),) = list(table)
     assert key.model == "" and stats.empty
