@@ -1,10 +1,9 @@
 """A watchdog on this process's event loop: how long the loop was held, as a share of the time, for the validity rules.
 
-The loop's own turn watchers (``http.loop.LoopTurn``) keep each turn whose work, from its poll's return to the next
-poll, held the loop over ``STALL_NS``; no timer is added. :meth:`LoopWatch.flush` turns them into the samples a
-watchdog ticking every :data:`TICK_S` would have filed: for a turn held ``W``, the lateness ``W``, ``W - TICK``, ...
-(HdrHistogram's correction for coordinated omission), and 0 for each tick of the rest of the time. So the step's
-``loop_stall`` percentiles are shares of its time, whatever held the loop (a blocking call, a slow scrape, a GC pause).
+It reads the loop's own turn watchers (``http.loop.LoopTurn``: each turn whose work held the loop over ``STALL_NS``),
+adding no timer, and files what a watchdog ticking every :data:`TICK_S` would have: for a turn held ``W``, ``W``,
+``W - TICK``, ... (the correction for coordinated omission), and 0 for each other tick. So a step's ``loop_stall``
+percentiles are shares of its time, whatever held the loop (a blocking call, a slow scrape, a GC pause).
 """
 
 from __future__ import annotations
