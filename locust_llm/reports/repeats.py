@@ -1,11 +1,9 @@
-"""``--repeats``: the passes over a plan merged into one row per load, and how many passes agree on the knee. Pure.
+"""``--repeats``: a plan's passes merged into one row per load, and how many passes agree on the knee. Pure.
 
-A load run in several passes (8, 16, 32, 8, 16, 32, ...) has one row per pass; its merged row holds their samples
-together, exactly (the histograms and counters of its steps added: ``measure.rows.step_row`` of their sum), its
-window their total length, its reasons theirs (each named with its step). Each percentile's interval then comes from
-the spread between passes as well as within them: it reaches at least from the lowest pass's value to the highest's
-(:func:`widen`). Each pass is analysed alone too, and the summary says how many passes found the merged run's knee.
-docs/methodology.md, "Repeats".
+A load run in several passes has one row per pass; its merged row holds their samples together, exactly (their
+steps' histograms and counters added), its window their total length, its reasons theirs. Each percentile's interval
+then reaches at least across the passes' own values (:func:`widen`): the spread between passes as well as within
+them. docs/methodology.md, "Repeats".
 """
 
 from __future__ import annotations
