@@ -409,6 +409,16 @@ _OPEN_LOOP_TABLE = (
 )
 
 
+def _cell(row: Mapping[str, Any], key: str, fmt: str) -> str:
+    """One cell of :func:`format_table`: ``-`` when missing; a p99 with its interval when that is wide
+    (:func:`interval_text`)."""
+    value = row.get(key)
+    if value is None or value == "":
+        return "-"
+    wide = interval_text(row, key, 1 if key.startswith("ttft") else 2) if key.endswith("_p99_ms") else ""
+    return fmt.format(value) + wide
+
+
 def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """Fixed-width text table of the main columns (open loop: with the offered and completed rates and the dropped
     arrivals, ``users`` being the in-flight p99); ``-`` where a value is missing."""
@@ -419,10 +429,7 @@ def format_table(rows: Sequence[Mapping[str, Any]]) -> str:
         traced = any(row.get("speed") not in (None, "") for row in rows)
         table = table[:1] + _OPEN_LOOP_TABLE[0 if traced else 1 :] + table[1:]
     header = [title for _, title, _ in table]
-    body = [
-        [("-" if row.get(key) is None or row.get(key) == "" else fmt.format(row[key])) for key, _, fmt in table]
-        for row in rows
-    ]
+    body = [[_cell(row, key, fmt) for key, _, fmt in table] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in body)) if body else len(h) for i, h in enumerate(header)]
     lines = ["  ".join(h.rjust(w) for h, w in zip(header, widths, strict=True))]
     lines += ["  ".join(v.rjust(w) for v, w in zip(r, widths, strict=True)) for r in body]

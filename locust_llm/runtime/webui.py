@@ -42,6 +42,8 @@ TAB_COLUMNS = (
     ("ttft_p99_ms", "TTFT p99 ms"),
     ("itl_p50_ms", "ITL p50 ms"),
     ("itl_p99_ms", "ITL p99 ms"),
+    ("ttft_p99_ci", "TTFT p99 95% interval"),
+    ("itl_p99_ci", "ITL p99 95% interval"),
     ("e2e_p99_ms", "E2E p99 ms"),
     ("answer_ttft_p50_ms", "Answer TTFT p50 ms"),
     ("cache_hit_pct", "Cache hit %"),
@@ -84,6 +86,12 @@ def tab_rows(rows: list[StepRow], summary: dict[str, Any] | None = None) -> list
         shown["share_429_pct"] = round(100 * row["status_429"] / requests, 1) if requests else 0.0
         share = row.get("cache_hit_share")
         shown["cache_hit_pct"] = None if share is None else round(100 * share, 1)
+        for metric, decimals in (("ttft", 1), ("itl", 2)):
+            ends = [
+                "open" if end in (None, "") else f"{float(str(end)):.{decimals}f}"
+                for end in (row.get(f"{metric}_p99_ms_ci_low"), row.get(f"{metric}_p99_ms_ci_high"))
+            ]
+            shown[f"{metric}_p99_ci"] = None if row.get(f"{metric}_p99_ms") is None else f"{ends[0]} - {ends[1]}"
         shown["valid"] = "yes" if row["valid"] else "no"
         shown["why"] = None
         out.append(shown)

@@ -69,6 +69,8 @@ def test_the_llm_tab_and_the_live_page_in_a_browser(browser, tmp_path):
         assert "TTFT p99 ms" in header and "Valid" in header
         assert first_row[:2] == ["1", ARGS[1].split(",")[0]] and first_row[2] == "sim-llm"
         assert float(first_row[6]) > 0  # TTFT p50: not an empty cell
+        assert "TTFT p99 95% interval" in header  # each p99 with its interval, its ends or "open"
+        assert any(re.fullmatch(r"([\d.]+|open) - ([\d.]+|open)", cell) for cell in first_row), first_row
         if UPDATE_DOCS:
             deadline = time.monotonic() + 40  # the last step's row past its warm-up, and the UI's next poll
             while len(rows := steps_json(base)["rows"]) < 4 or not rows[-1]["requests"]:

@@ -57,6 +57,14 @@ def test_format_table_aligns_columns_and_shows_missing_values():
     assert "TTFT p99 ms" in header and " - " in line
 
 
+def test_format_table_follows_a_p99_by_its_interval_only_when_it_is_wide():
+    few = step_rows(table_with([ok(i, 100 + i) for i in range(20)]), [StepWindow(1, 4, 0.0, 10.0, 0.0)])
+    # 20 samples: the p99's interval has no upper end (that takes hundreds), so the table shows it open
+    assert few[0]["ttft_p99_ms_ci_high"] is None and "[" in format_table(few) and ", -]" in format_table(few)
+    same = step_rows(table_with([ok(i, 100) for i in range(2000)]), [StepWindow(1, 4, 0.0, 10.0, 0.0)])
+    assert "[" not in format_table(same)  # every sample alike: the interval is the value itself
+
+
 def test_the_providers_caps_per_step_are_the_largest_limit_and_the_least_left():
     results = [ok(0, 100), ok(10, 100), ok(20, 100)]
     results[0].ratelimit = (48, 20, 2_000_000, 1_500_000)
