@@ -11,6 +11,7 @@ default precision), so the interval only widens. docs/methodology.md, "Intervals
 from __future__ import annotations
 
 import bisect
+import functools
 import itertools
 
 from scipy.stats import binom
@@ -22,9 +23,11 @@ __all__ = ["CONFIDENCE", "Ranks", "quantile_interval", "quantile_ranks", "rank_b
 CONFIDENCE = 0.95
 
 
+@functools.lru_cache(maxsize=4096)
 def quantile_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int | None, int | None]:
     """The ranks ``(l, u)`` (1-based) bracketing the ``q``-quantile of ``n`` samples at ``confidence``; ``None`` for
-    an end past the sample."""
+    an end past the sample. Cached: a binomial quantile costs 40 us, and a finished step's counts never change while
+    its rows are made again each second."""
     if n < 1:
         return None, None
     tail = (1 - confidence) / 2

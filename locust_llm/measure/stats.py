@@ -8,7 +8,7 @@ it, whichever step the request started in.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -361,9 +361,11 @@ class StatsTable:
         for i in range(1, len(tokens)):
             self._at(locate, model, tokens[i]).hist["itl"].record(tokens[i] - tokens[i - 1])
 
-    def merge(self, other: StatsTable) -> StatsTable:
+    def merge(self, other: StatsTable, steps: Collection[int] | None = None) -> StatsTable:
+        """Add ``other``'s statistics (only those of ``steps`` when given) to this table's."""
         for key, stats in other._stats.items():
-            self.get(key).merge(stats)
+            if steps is None or key.step in steps:
+                self.get(key).merge(stats)
         return self
 
     def drain(self) -> StatsTable:

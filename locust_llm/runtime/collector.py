@@ -11,7 +11,7 @@ import dataclasses
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any
 
 import gevent
@@ -352,22 +352,31 @@ class Collector:
 
     # -- results -----------------------------------------------------------------------------------------------
 
-    def results(self) -> StatsTable:
-        """Everything recorded: this process's samples plus, on the master, the workers'."""
+    def results(self, steps: Collection[int] | None = None) -> StatsTable:
+        """Everything recorded: this process's samples plus, on the master, the workers'; only ``steps``' when given
+        (a copy costs a merge of every histogram: a search asks for its probe's step alone each second)."""
         self._file_pending()
-        return StatsTable().merge(self.table).merge(self.merged)
+        return StatsTable().merge(self.table, steps).merge(self.merged, steps)
 
-    def windows(self, validity: Validity, judge_open: bool = False) -> list[StepWindow]:
-        """The steps' steady windows with their validity; the step in progress is judged by its length too only
-        with ``judge_open`` (a search deciding on it now)."""
+    def windows(
+        self,
+        validity: Validity,
+        judge_open: bool = False,
+        steps: Collection[int] | None = None,
+        table: StatsTable | None = None,
+    ) -> list[StepWindow]:
+        """The steps' steady windows with their validity (only ``steps``' when given; ``table``: :meth:`results`
+        already taken); the step in progress is judged by its length too only with ``judge_open`` (a search deciding
+        on it now)."""
         marks = self.timeline.marks
         if not marks or self.began_ns is None:
             return []
         end_ns = self.ended_ns or time.perf_counter_ns()
-        table = self.results()
+        if table is None:
+            table = self.results(steps)
         out = []
         for i, mark in enumerate(marks):
-            if mark.rest:
+            if mark.rest or (steps is not None and mark.step not in steps):
                 continue
             until = marks[i + 1].began_ns if i + 1 < len(marks) else end_ns
             start = mark.began_ns + mark.warmup_ns
@@ -404,21 +413,28 @@ class Collector:
         return out
 
     def rows(
-        self, validity: Validity, prices: Prices | RouteBook | None = None, judge_open: bool = False
+        self,
+        validity: Validity,
+        prices: Prices | RouteBook | None = None,
+        judge_open: bool = False,
+        steps: Collection[int] | None = None,
     ) -> list[StepRow]:
-        return step_rows(self.results(), self.windows(validity, judge_open), prices)
+        """The per-step rows (only ``steps``' when given)."""
+        table = self.results(steps)
+        return step_rows(table, self.windows(validity, judge_open, steps, table), prices)
 
     def merged_row(
         self, steps: tuple[int, ...], model: str, validity: Validity, prices: Prices | RouteBook | None = None
     ) -> StepRow | None:
         """One row of several steps' steady samples together (a search's repeated probe), exact: their histograms
         and counters merged, the window their total length, the reasons theirs."""
-        windows = [w for w in self.windows(validity, judge_open=True) if w.step in steps]
+        table = self.results(steps)
+        windows = self.windows(validity, True, steps, table)
         if not windows:
             return None
         stats = StepStats()
-        for key, part in self.results():
-            if key.step in steps and key.phase == STEADY and key.model == model:
+        for key, part in table:
+            if key.phase == STEADY and key.model == model:
                 stats.merge(part)
         cpu = [w.cpu_max_pct for w in windows if w.cpu_max_pct is not None]
         window = dataclasses.replace(
@@ -441,8 +457,8 @@ class Collector:
         """Step ``step`` so far, all models, warm-up and steady: its successful requests' E2E histogram, its
         completed requests and its steady requests per second."""
         e2e, requests, steady = Histogram(), 0, 0
-        for key, stats in self.results():
-            if key.step == step and key.phase in (STEADY, WARMUP):
+        for key, stats in self.results((step,)):
+            if key.phase in (STEADY, WARMUP):
                 e2e.merge(stats.hist["e2e"])
                 requests += stats.counts["requests"]
                 steady += stats.counts["requests"] if key.phase == STEADY else 0

@@ -21,7 +21,7 @@ import locust
 
 from locust_llm import __version__
 from locust_llm.measure import shards
-from locust_llm.measure.rows import COLUMNS, WORKER_COLUMNS, StepRow, format_table
+from locust_llm.measure.rows import COLUMNS, WORKER_COLUMNS, StepRow, format_table, step_rows
 from locust_llm.measure.turns import TURN_COLUMNS, TurnRow, turn_rows, turns_csv_path
 from locust_llm.protocol.tokens import message_tokens
 from locust_llm.reports.files import (
@@ -69,12 +69,14 @@ def write_csvs(run: LLMRun) -> None:
     prefix = csv_prefix(run)
     if not prefix:
         return
-    write_csv(steps_csv_path(prefix), COLUMNS, rows(run))
-    collector = run.collector
-    hists = shards.dump(collector.results(), collector.windows(run.require_config().validity))
+    config, collector = run.require_config(), run.collector
+    table = collector.results()  # one copy of the statistics for every file below
+    windows = collector.windows(config.validity, table=table)
+    write_csv(steps_csv_path(prefix), COLUMNS, step_rows(table, windows, config.row_prices))
+    hists = shards.dump(table, windows)
     write_text_atomic(histograms_path(prefix), json.dumps(hists, separators=(",", ":")))
-    if run.require_config().workload.conversations:
-        write_csv(turns_csv_path(prefix), TURN_COLUMNS, conversation_rows(run))
+    if config.workload.conversations:
+        write_csv(turns_csv_path(prefix), TURN_COLUMNS, turn_rows(table, windows))
     if run.role == "master":
         write_csv(workers_csv_path(prefix), WORKER_COLUMNS, run.collector.worker_rows())
     if run.scraper.rows:

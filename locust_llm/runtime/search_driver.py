@@ -120,7 +120,7 @@ class SearchDriver:
         config = self.run.require_config()
         rows = [
             r
-            for r in self.run.collector.rows(config.validity, config.row_prices, judge_open=True)
+            for r in self.run.collector.rows(config.validity, config.row_prices, True, (self.probe_step,))
             if r["step"] == self.probe_step
         ]
         return max(rows, key=lambda r: r["requests"]) if rows else None

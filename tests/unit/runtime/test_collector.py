@@ -1,3 +1,4 @@
+import time
 from types import SimpleNamespace
 
 import pytest
@@ -99,6 +100,27 @@ def test_windows_exclude_the_warmup_and_carry_the_health():
     c.end()
     (window,) = c.windows(Validity(max_cpu_pct=80.0, max_lag_ms=10.0))
     assert window.step == 1 and window.cpu_max_pct == 12.5 and window.invalid_reasons == ()
+
+
+def test_one_steps_rows_are_that_steps_rows_of_the_whole_table():
+    """A search asks each second for its probe's row alone: the same row as the whole table's, made from that step's
+    statistics only."""
+    c = collector("local")
+    for step, users in ((1, 4), (2, 8), (3, 16)):
+        c.begin_step(step, users, warmup_ns=0)
+        began = c.timeline.current.began_ns
+        for i in range(20 * step):  # requests of 3 us, all ended before the next step is stamped
+            sent = began + 1 + 10 * i
+            c.record(RequestResult("m", sent - step, sent, sent + 3000, token_ns=[sent + 1000, sent + 3000]))
+        while time.perf_counter_ns() <= began + 10 * 20 * step + 3001:
+            pass
+    c.end()
+    validity = Validity(max_cpu_pct=80.0, max_lag_ms=10.0)
+    whole = {row["step"]: row for row in c.rows(validity, judge_open=True)}
+    (alone,) = c.rows(validity, judge_open=True, steps=(2,))
+    assert alone == whole[2] and alone["requests"] == 40
+    assert [w.step for w in c.windows(validity, steps=(1, 3))] == [1, 3]
+    assert {key.step for key, _ in c.results((3,))} == {3}
 
 
 def test_a_step_too_short_for_its_requests_is_invalid():
