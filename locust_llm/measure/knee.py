@@ -5,7 +5,7 @@ p50) at ``b``, the tail *bends* when ``y_b > max(y_a * max(b / a, 1 + MIN_RISE),
 than the load (past a closed loop's capacity each added user only adds wait), by ``MIN_RISE``, and by more than a few
 decode steps. The knee is the lower end of the first segment that bends, the bracket the segment. It depends only on
 the loads up to the bend, and the search judges its probes by the same :func:`threshold_ms`. Confidence is low when
-the bend is in the first or the last segment, or the step after it fell back; :func:`knee_agreement` says how sure the
+the bend is in the first or the last segment, or the step after it fell back; :func:`knee_resamples` says how sure the
 knee is of its samples. docs/methodology.md, "The latency knee".
 """
 
@@ -13,13 +13,15 @@ from __future__ import annotations
 
 import itertools
 import random
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.thresholds import KNEE_STEPS, MIN_RISE
 
-__all__ = ["RESAMPLES", "Knee", "knee_agreement", "latency_knee", "threshold_ms"]
+__all__ = ["RESAMPLES", "Knee", "knee_resamples", "latency_knee", "share_of", "threshold_ms"]
 
 RESAMPLES = 200
 """Resamples of the knee's block bootstrap: the share it gives is within about 3 points of its limit."""
@@ -76,22 +78,22 @@ def latency_knee(
     )
 
 
-def knee_agreement(
+def knee_resamples(
     loads: Sequence[float],
     blocks: Sequence[Sequence[Histogram]],
     decode_ms: Sequence[float | None],
-    knee: float | None,
     resamples: int = RESAMPLES,
     seed: int = 0,
-) -> float | None:
-    """The share of bootstrap resamples of the steps whose knee is ``knee``. Each resample draws, for each load, as
-    many of its one-second blocks of TTFT samples (``blocks``: the step's, by the second they were observed in) as it
-    has, with replacement, so that a second's burst stays together, and finds the knee of the resampled p99s; seeded,
-    so a report is the same each time it is made. None without blocks."""
+) -> list[tuple[float | None, float]] | None:
+    """The knees of bootstrap resamples of the steps, each with the share of resamples that find it (most found
+    first; ``None``: no knee). Each resample draws, for each load, as many of its one-second blocks of TTFT samples
+    (``blocks``: the step's, by the second they were observed in) as it has, with replacement, so that a second's
+    burst stays together, and finds the knee of the resampled p99s; seeded, so a report is the same each time it is
+    made. None without blocks."""
     if not any(blocks):
         return None
     rng = random.Random(seed)
-    hits = 0
+    found: Counter[float | None] = Counter()
     for _ in range(resamples):
         p99s: list[float | None] = []
         for step_blocks in blocks:
@@ -102,5 +104,13 @@ def knee_agreement(
             for _ in step_blocks:
                 drawn.merge(rng.choice(step_blocks))
             p99s.append(drawn.quantile(0.99) / 1e6)
-        hits += latency_knee(loads, p99s, decode_ms).users == knee
-    return hits / resamples
+        found[latency_knee(loads, p99s, decode_ms).users] += 1
+    return [(knee, count / resamples) for knee, count in found.most_common()]
+
+
+def share_of(resampled: Sequence[Sequence[Any]] | None, knee: float | None) -> float | None:
+    """The share of resamples (:func:`knee_resamples`, or their JSON lists) that find ``knee``: the knee's
+    agreement."""
+    if resampled is None:
+        return None
+    return float(sum(share for found, share in resampled if found == knee))

@@ -156,7 +156,7 @@ class StepStats:
     turns: dict[int, TurnStats] = field(default_factory=dict)
     blocks: dict[int, Histogram] = field(default_factory=dict)
     """TTFT again, by the second (of the recording process's clock) it was observed in: the blocks the knee's
-    bootstrap resamples (``measure.knee.knee_agreement``), so that a second's burst stays together."""
+    bootstrap resamples (``measure.knee.knee_resamples``), so that a second's burst stays together."""
 
     @property
     def empty(self) -> bool:

@@ -4,13 +4,15 @@ A run regresses when its capacity, its peak throughput, a p99 below the baseline
 knee moves past its :class:`Thresholds` and beyond chance. A p99's rise is judged by its distribution-free interval
 (:mod:`locust_llm.measure.intervals`, from the steps' histograms) at any sample size: its p-value is the least
 ``1 - c`` at which the current interval at confidence ``c`` lies above the baseline's by more than the allowed rise;
-a failure share's rise by Fisher's exact test. The run's statistical checks are one family, judged by Holm's
-step-down at ``1 - --gate-confidence``. Each rule: docs/methodology.md, "The regression gate".
+a failure share's rise by Fisher's exact test; a knee's fall by the two runs' knee bootstraps. The run's statistical
+checks are one family, judged by Holm's step-down at ``1 - --gate-confidence``. Each rule: docs/methodology.md, "The
+regression gate".
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +32,7 @@ __all__ = [
     "failures",
     "format_comparison",
     "holm",
+    "knee_fall_p",
     "rise_p",
     "separation_p",
 ]
@@ -46,11 +49,12 @@ class InvalidRunError(GateInputError):
 @dataclass(frozen=True)
 class Thresholds:
     """A run regresses when its recommended concurrency or knee falls by more than ``knee_drop_steps`` steps and
-    ``knee_drop_pct`` %; its peak output tok/s (or SLA capacity), or a shared step's, falls by more than its share; a
-    p99 below the baseline's knee rises by more than ``p99_rise_pct`` % and its minimum beyond chance
-    (:func:`separation_p`); or the client failure rate at or below the knee rises by more than
-    ``error_rate_rise_pp`` and beyond chance (:func:`rise_p`). The statistical checks are judged together by Holm's
-    step-down at ``1 - share_confidence``. The 429 share is reported, never judged."""
+    ``knee_drop_pct`` % (where both runs have knee bootstraps, beyond chance: :func:`knee_fall_p` at most
+    ``1 - share_confidence``, judged apart from the statistical family); its peak output tok/s (or SLA capacity), or
+    a shared step's, falls by more than its share; a p99 below the baseline's knee rises by more than
+    ``p99_rise_pct`` % and its minimum beyond chance (:func:`separation_p`); or the client failure rate at or below
+    the knee rises by more than ``error_rate_rise_pp`` and beyond chance (:func:`rise_p`). The statistical checks
+    are judged together by Holm's step-down at ``1 - share_confidence``. The 429 share is reported, never judged."""
 
     knee_drop_steps: int = 1
     knee_drop_pct: float = 10.0
@@ -108,19 +112,53 @@ def _drop_pct(b: float, c: float) -> float:
     return 100.0 * (b - c) / b if b else 0.0
 
 
+def _fell(key: str, b: float, c: float, sweep: Sequence[float], t: Thresholds) -> str | None:
+    """How a capacity fell from ``b`` to ``c`` past rule 1 (docs/methodology.md, "The regression gate"), or None."""
+    steps_dropped = sum(1 for u in sweep if c < u <= b)
+    pct = _drop_pct(b, c) if math.isfinite(b) else 100.0
+    if key == "recommended_users" and b > 0 and c <= b / 2:
+        return f"halved or worse ({pct:.0f}% lower)"
+    if steps_dropped > t.knee_drop_steps and pct > t.knee_drop_pct:
+        return f"fell {steps_dropped} steps ({pct:.0f}%)"
+    return None
+
+
+def knee_fall_p(key: str, baseline: dict[str, Any], current: dict[str, Any], t: Thresholds) -> float | None:
+    """The chance that the knee did not fall, from the two runs' knee bootstraps (``latency_knee_resampled``): over
+    the pairs of one resample of each (independent), the share whose knees did not fall past the rule; a resample
+    with no knee counts as past the sweep. For the recommendation only when both runs recommend their knee. None
+    without both bootstraps (an older run, a search)."""
+    if key == "recommended_users" and not all(
+        str(s["knee"].get("recommended_reason") or "").startswith("latency knee") for s in (baseline, current)
+    ):
+        return None
+    both = [s["knee"].get("latency_knee_resampled") for s in (baseline, current)]
+    if not all(both):
+        return None
+    sweep = sorted({s["users"] for s in baseline["steps"]})
+    held = 0.0
+    for b, share_b in both[0]:
+        for c, share_c in both[1]:
+            fell = _fell(key, math.inf if b is None else b, math.inf if c is None else c, sweep, t)
+            held += share_b * share_c * (fell is None)
+    return min(1.0, held)
+
+
 def _capacity(baseline: dict[str, Any], current: dict[str, Any], key: str, t: Thresholds) -> Check:
     b, c = baseline["knee"].get(key), current["knee"].get(key)
     metric = key.replace("_users", "")  # in open loop, the knee's values are rates (see summary.by_load)
     if b is None or c is None:
         return Check("-", metric, b, c, "skipped", "not found in both runs")
-    sweep = sorted({s["users"] for s in baseline["steps"]})
-    steps_dropped = sum(1 for u in sweep if c < u <= b)
-    pct = _drop_pct(b, c)
-    if key == "recommended_users" and b > 0 and c <= b / 2:
-        return Check("-", metric, b, c, "REGRESSION", f"halved or worse ({pct:.0f}% lower)")
-    if steps_dropped > t.knee_drop_steps and pct > t.knee_drop_pct:
-        return Check("-", metric, b, c, "REGRESSION", f"fell {steps_dropped} steps ({pct:.0f}%)")
-    return Check("-", metric, b, c, "ok", f"{c - b:+g} users")
+    fell = _fell(key, b, c, sorted({s["users"] for s in baseline["steps"]}), t)
+    if fell is None:
+        return Check("-", metric, b, c, "ok", f"{c - b:+g} users")
+    p = knee_fall_p(key, baseline, current, t)
+    if p is None:
+        return Check("-", metric, b, c, "REGRESSION", fell)
+    alpha = 1 - t.share_confidence
+    if p <= alpha:
+        return Check("-", metric, b, c, "REGRESSION", f"{fell}; the knees' bootstraps agree (p {p:.3g} <= {alpha:g})")
+    return Check("-", metric, b, c, "ok", f"{fell}, but within the knees' noise (p {p:.3g} > {alpha:g})", p)
 
 
 def _steps(summary: dict[str, Any], model: str) -> dict[int, dict[str, Any]]:

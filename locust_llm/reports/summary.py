@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from locust_llm.measure.histogram import Histogram
-from locust_llm.measure.knee import knee_agreement
+from locust_llm.measure.knee import knee_resamples, share_of
 from locust_llm.measure.rows import RouteBook, StepRow, series
 from locust_llm.measure.sla import Prices, Sla
 from locust_llm.measure.stats import STEADY, StatsTable, StepStats
@@ -44,6 +44,7 @@ KNEE_KEYS = (
     "latency_knee_bracket",
     "latency_knee_confidence",
     "latency_knee_agreement",
+    "latency_knee_resampled",
     "throughput_saturation_users",
     "sla_max_users",
     "sla_max_users_interpolated",
@@ -152,7 +153,9 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices, error_budget: float 
     primary_analysis = analyses[primary].as_dict()
     mode = analyses[primary].mode
     if run.table is not None and search is None:
-        primary_analysis["latency_knee_agreement"] = _agreement(run.table, primary, steps, run.steps, analyses[primary])
+        resampled = _resampled(run.table, primary, steps, run.steps, analyses[primary])
+        primary_analysis["latency_knee_resampled"] = resampled and [list(pair) for pair in resampled]
+        primary_analysis["latency_knee_agreement"] = share_of(resampled, analyses[primary].latency_knee_users)
     keys = [RATE_KEYS.get(k, k) for k in KNEE_KEYS] if mode == "rate" else list(KNEE_KEYS)
     return {
         "schema": SCHEMA,
@@ -207,10 +210,10 @@ def step_histograms(
     return out
 
 
-def _agreement(
+def _resampled(
     table: StatsTable, model: str, rows: Sequence[StepRow], every: Sequence[StepRow], analysis: Analysis
-) -> float | None:
-    """The share of the knee's block-bootstrap resamples that find it (:func:`locust_llm.measure.knee.knee_agreement`),
+) -> list[tuple[float | None, float]] | None:
+    """The knees of the block bootstrap's resamples with their shares (:func:`locust_llm.measure.knee.knee_resamples`),
     over the loads the analysis judged, each with its steps' one-second blocks (a load run in several passes: all of
     theirs)."""
     by_load = {_load(r): r for r in rows if series(r) == model}
@@ -224,7 +227,7 @@ def _agreement(
                 found += part.blocks.values()
         blocks.append(found)
     decode = [by_load[u].get("itl_p50_ms") if u in by_load else None for u in loads]
-    return knee_agreement(loads, blocks, decode, analysis.latency_knee_users)
+    return knee_resamples(loads, blocks, decode)
 
 
 def _row_prices(settings: Mapping[str, Any], prices: Prices) -> Prices | RouteBook:

@@ -1,9 +1,13 @@
 """The latency knee's rule on curves whose answer is known, and the invariances it promises."""
 
+import math
+import random
+
 from hypothesis import given
 from hypothesis import strategies as st
 
-from locust_llm.measure.knee import latency_knee, threshold_ms
+from locust_llm.measure.histogram import Histogram
+from locust_llm.measure.knee import knee_resamples, latency_knee, share_of, threshold_ms
 
 USERS = [8, 16, 32, 64, 128]
 
@@ -97,3 +101,35 @@ def test_a_sweep_that_starts_later_but_before_the_bend_finds_the_same_knee(value
     later = latency_knee(loads[start:], values[start:])
     if max(values[: start + 1]) == values[start]:  # no earlier peak lifted the knee's p99 (the running maximum)
         assert (later.users, later.bracket) == (knee.users, knee.bracket)
+
+
+def blocks_of(p99s_ms, seconds, per_second, seed):
+    """Each load's one-second blocks of TTFTs: log-normal (sigma 0.5), p99 about the given one."""
+    rng = random.Random(seed)
+    out = []
+    for p99 in p99s_ms:
+        median_ns = p99 / math.exp(2.326 * 0.5) * 1e6
+        load = []
+        for _ in range(seconds):
+            h = Histogram()
+            for _ in range(per_second):
+                h.record(int(rng.lognormvariate(math.log(median_ns), 0.5)))
+            load.append(h)
+        out.append(load)
+    return out
+
+
+def test_a_clear_bend_is_found_by_every_resample_and_the_shares_add_up():
+    loads = (8, 16, 32, 64)
+    clear = knee_resamples(loads, blocks_of((25, 29, 230, 2100), 20, 15, 1), [12, 14, 17, 20])
+    assert clear[0][0] == 16 and share_of(clear, 16) >= 0.99
+    assert math.isclose(sum(share for _, share in clear), 1.0)
+    assert knee_resamples(loads, blocks_of((25, 29, 230, 2100), 20, 15, 1), [12, 14, 17, 20]) == clear  # seeded
+
+
+def test_a_step_on_the_threshold_splits_the_resamples():
+    """32 users' p99 at 2.2x 16's (the threshold is 2x, the load's ratio): its 300 samples' p99 moves by about
+    +-15 %, so resamples disagree on whether it bent."""
+    split = knee_resamples((8, 16, 32, 64), blocks_of((25, 29, 64, 2100), 20, 15, 2), [1, 1, 1, 1])
+    assert 0.1 < share_of(split, 16) < 0.9 and 0.1 < share_of(split, 32) < 0.9
+    assert share_of(split, 128) == 0.0 and share_of(None, 16) is None

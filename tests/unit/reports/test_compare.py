@@ -5,7 +5,15 @@ import random
 import pytest
 
 from locust_llm.measure.histogram import Histogram
-from locust_llm.reports.compare import GateInputError, Thresholds, compare, format_comparison, holm, rise_p
+from locust_llm.reports.compare import (
+    GateInputError,
+    Thresholds,
+    compare,
+    format_comparison,
+    holm,
+    knee_fall_p,
+    rise_p,
+)
 
 USERS = [8, 16, 32, 64, 128]
 
@@ -280,3 +288,41 @@ def test_a_change_of_wall_is_reported_and_never_fails_the_gate_alone():
     same = [c for c in compare(kv, kv).checks if c.metric == "wall"]
     assert [c.verdict for c in same] == ["ok"]
     assert not [c for c in compare(summary(), summary()).checks if c.metric == "wall"]  # older summaries: none
+
+
+def knees(knee, resampled, reason="latency knee (TTFT p99)"):
+    """A run whose knee (and recommendation) is ``knee``, with its knee bootstrap's shares."""
+    run = summary(recommended=knee, knee=knee)
+    run["knee"].update(latency_knee_resampled=resampled, recommended_reason=reason)
+    return run
+
+
+def test_a_knee_fall_both_bootstraps_are_sure_of_regresses():
+    base, cur = knees(32, [[32, 1.0]]), knees(16, [[16, 0.995], [32, 0.005]])
+    assert knee_fall_p("recommended_users", base, cur, Thresholds()) == pytest.approx(0.005)  # halved
+    assert knee_fall_p("latency_knee_users", base, cur, Thresholds()) == 1.0  # one step: within the knee's rule
+    result = compare(base, cur)
+    assert verdicts(result)[("-", "recommended")] == "REGRESSION"
+    assert "bootstraps agree (p 0.005 <= 0.01)" in next(c.note for c in result.checks if c.metric == "recommended")
+
+
+def test_a_knee_on_the_edge_that_flips_between_runs_is_no_regression():
+    """Both runs' resamples split between 16 and 32: the same server, measured twice, and the points fell a step
+    only by chance (p = 1 - 0.6 * 0.4 that it did not fall)."""
+    base, cur = knees(32, [[32, 0.6], [16, 0.4]]), knees(16, [[16, 0.6], [32, 0.4]])
+    assert knee_fall_p("recommended_users", base, cur, Thresholds()) == pytest.approx(1 - 0.6 * 0.6)
+    assert not compare(base, cur).regressed
+
+
+def test_without_both_bootstraps_a_fall_is_judged_on_the_points():
+    base, cur = knees(32, None), knees(16, [[16, 1.0]])
+    assert knee_fall_p("latency_knee_users", base, cur, Thresholds()) is None
+    assert compare(base, cur).regressed
+    # a recommendation resting on something else than the knee has no bootstrap: its points decide
+    other = knees(16, [[16, 0.5], [32, 0.5]], reason="server queue")
+    assert knee_fall_p("recommended_users", knees(32, [[32, 0.5], [16, 0.5]]), other, Thresholds()) is None
+
+
+def test_a_resample_with_no_knee_counts_as_past_the_sweep():
+    base, cur = knees(64, [[None, 0.5], [64, 0.5]]), knees(16, [[16, 1.0]])
+    assert knee_fall_p("latency_knee_users", base, cur, Thresholds()) == 0.0
