@@ -86,7 +86,8 @@ def test_the_llm_tab_and_the_live_page_in_a_browser(browser, tmp_path):
             "document.getElementById('render-status').textContent.startsWith('rendered 4 charts')", timeout=20_000
         )
         running = live.locator("#render-status").inner_text()
-        assert "rendered 4 charts, 0 errors" in running and "running" in running
+        assert "rendered 4 charts, 0 errors" in running
+        assert "running" in running or UPDATE_DOCS  # the tab's picture waits for the last step: the run may be over
         wait_for(base, "finished", timeout_s=90)
         live.wait_for_function(
             "document.getElementById('render-status').textContent.endsWith('finished')", timeout=20_000
