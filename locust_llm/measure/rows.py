@@ -453,8 +453,8 @@ def interval_text(row: Mapping[str, Any], key: str, digits: int = 0) -> str:
 def format_done(row: Mapping[str, Any]) -> str:
     """A step's result in one line, from its row: its load, TTFT p99 (ms, 1 decimal), ITL p99 (ms, 2 decimals),
     output tok/s (whole), the share of attempts answered 429 (1 decimal) and its validity with the reasons, e.g.
-    ``16 users (sim-llm): TTFT p99 29.3 ms [29.0, -], ITL p99 15.03 ms, 1,131 tok/s, 0.0% 429, valid``. ``-`` for no sample;
-    a p99 whose interval reaches more than 10 % from it is followed by it (:func:`interval_text`)."""
+    ``16 users (sim-llm): TTFT p99 29.3 ms [29.0, -], ITL p99 15.03 ms, 1,131 tok/s, 0.0% 429, valid``. ``-`` for
+    no sample; a p99 whose interval reaches more than 10 % from it is followed by it (:func:`interval_text`)."""
 
     def ms(key: str, digits: int) -> str:
         value = row.get(key)
