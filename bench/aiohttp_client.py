@@ -20,12 +20,12 @@ import aiohttp
 from locust_llm.measure.histogram import Histogram
 
 
-async def user(session, url, body, start, end, window, ttft, itl, counts):
+async def user(http, url, body, start, end, window, ttft, itl, counts):
     await asyncio.sleep(random.random())
     while time.perf_counter() < end:
         sent = time.perf_counter_ns()
         last = None
-        async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+        async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
             async for line in resp.content:
                 if not line.startswith(b"data: {"):
                     continue
@@ -52,9 +52,9 @@ async def main(url, model, streams, max_tokens, seconds, warmup_s, ca_file=None)
     t0 = time.perf_counter_ns()
     window = (t0 + int(warmup_s * 1e9), t0 + int((seconds - 1) * 1e9))
     connector = aiohttp.TCPConnector(limit=0, ssl=ssl.create_default_context(cafile=ca_file) if ca_file else True)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as http:
         tasks = [
-            user(session, url + "/chat/completions", body, start, start + seconds, window, ttft, itl, counts)
+            user(http, url + "/chat/completions", body, start, start + seconds, window, ttft, itl, counts)
             for _ in range(streams)
         ]
         await asyncio.gather(*tasks)

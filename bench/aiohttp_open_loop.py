@@ -19,12 +19,12 @@ import aiohttp
 from locust_llm.measure.histogram import Histogram
 
 
-async def one(session, url, body, scheduled, window, hists, counts):
+async def one(http, url, body, scheduled, window, hists, counts):
     sent = time.perf_counter_ns()
     if window[0] <= sent <= window[1]:
         hists["arrival"].record(max(0, sent - scheduled))
     last = None
-    async with session.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
+    async with http.post(url, data=body, headers={"Content-Type": "application/json"}) as resp:
         async for line in resp.content:
             if not line.startswith(b"data: {") or b'"content":"' not in line or b'"content":""' in line:
                 continue
@@ -51,14 +51,14 @@ async def main(url, model, rate, max_tokens, seconds, warmup_s):
     rng = random.Random(1)
     tasks = set()
     connector = aiohttp.TCPConnector(limit=0)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as http:
         at = t0
         while at < t0 + int(seconds * 1e9):
             at += int(rng.expovariate(rate) * 1e9)
             delay = (at - time.perf_counter_ns()) / 1e9
             if delay > 0:
                 await asyncio.sleep(delay)
-            task = asyncio.create_task(one(session, url + "/chat/completions", body, at, window, hists, counts))
+            task = asyncio.create_task(one(http, url + "/chat/completions", body, at, window, hists, counts))
             tasks.add(task)
             task.add_done_callback(tasks.discard)
         await asyncio.gather(*tasks)

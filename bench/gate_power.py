@@ -70,16 +70,13 @@ def synthetic_run(
                 "itl_p99_ms": itl_h.quantile(0.99) / 1e6,
             }
         )
-    return {
-        "schema": "locust-llm/summary",
-        "version": 1,
-        "model": "m",
-        "valid": True,
-        "invalid_reasons": [],
-        "knee": {"recommended_users": 64, "latency_knee_users": 64},
-        "steps": steps,
-        "histograms": hists,
-    }
+    return summary_of({"recommended_users": 64, "latency_knee_users": 64}, steps, histograms=hists)
+
+
+def summary_of(knee: dict[str, Any], steps: list[dict[str, Any]], **more: Any) -> dict[str, Any]:
+    """A valid run's summary.json of model ``m``, as the gate reads it."""
+    head = {"schema": "locust-llm/summary", "version": 1, "model": "m", "valid": True, "invalid_reasons": []}
+    return {**head, "knee": knee, "steps": steps, **more}
 
 
 def caught(rng: np.random.Generator, n: int, pairs: int, **change: float) -> float:
@@ -115,20 +112,13 @@ def knee_run(rng: np.random.Generator, p99s_ms: tuple[float, ...], seconds: int,
     knee = latency_knee(SWEEP, merged, decode).users
     resampled = knee_resamples(SWEEP, blocks, decode, seed=int(rng.integers(1 << 30)))
     steps = [{"step": i + 1, "users": u, "model": "m"} for i, u in enumerate(SWEEP)]
-    return {
-        "schema": "locust-llm/summary",
-        "version": 1,
-        "model": "m",
-        "valid": True,
-        "invalid_reasons": [],
-        "knee": {
-            "recommended_users": knee,
-            "latency_knee_users": knee,
-            "recommended_reason": "latency knee (TTFT p99)",
-            "latency_knee_resampled": [list(pair) for pair in resampled or []],
-        },
-        "steps": steps,
+    knee_fields = {
+        "recommended_users": knee,
+        "latency_knee_users": knee,
+        "recommended_reason": "latency knee (TTFT p99)",
+        "latency_knee_resampled": [list(pair) for pair in resampled or []],
     }
+    return summary_of(knee_fields, steps)
 
 
 def knee_alarms(

@@ -10,81 +10,20 @@ budget rules are :mod:`locust_llm.shapes.search`'s. docs/methodology.md, "The ca
 
 from __future__ import annotations
 
-import math
-from typing import Any
-
-from locust_llm.shapes.search import Next, Outcome, Probe
+from locust_llm.shapes.search import Next, Outcome, Search
 
 __all__ = ["KneeSearch"]
 
 
-class KneeSearch:
+class KneeSearch(Search):
     """The rules of the module docstring. :meth:`next` names the load to run and the load it is judged against
     (``reference``); :meth:`record` takes the outcome (``passed``: the segment's upper end is flat; an outcome whose
-    ``values`` hold ``past_at`` says that load itself is past capacity)."""
+    ``values`` hold ``past_at`` says that load itself is past capacity). Driving, retries and the results are
+    :class:`~locust_llm.shapes.search.Search`'s."""
 
     def __init__(self, start: float, precision: float, max_load: float, *, integer: bool = True) -> None:
-        if start <= 0 or max_load <= 0:
-            raise ValueError(f"start and max load must be > 0, got {start} and {max_load}")
-        if not 0 < precision < 1:
-            raise ValueError(f"precision must be within (0, 1), got {precision}")
-        self.integer = integer
-        self.precision = precision
-        self.max_load = self._round(max_load)
-        self.min_load = 1.0 if integer else start / 64
-        self.low: float | None = None
-        self.high: float | None = None
+        super().__init__(start, precision, max_load, integer=integer)
         self.measured: set[float] = set()
-        self.probes: list[Probe] = []
-        self.reason = ""
-        self.complete = False
-        self._next: Next | None = Next(self._round(min(start, self.max_load)))
-
-    # -- driving ----------------------------------------------------------------------------------------------
-
-    def next(self) -> Next | None:
-        return None if self.reason else self._next
-
-    def record(self, outcome: Outcome, steps: tuple[int, ...] = ()) -> Probe:
-        planned = self._next
-        if planned is None or self.reason:
-            raise RuntimeError("the search has ended: nothing to record")
-        probe = Probe(len(self.probes) + 1, planned.load, planned.kind, steps, outcome, planned.reference)
-        self.probes.append(probe)
-        if outcome.passed is None:
-            if planned.kind == "retry":
-                self._end(
-                    f"not sure: the probe at {self.text(planned.load)} was invalid twice ({outcome.detail})", False
-                )
-            else:
-                self._next = Next(planned.load, "retry", planned.reference)
-            return probe
-        if outcome.borderline and planned.kind != "repeat":
-            self._next = Next(planned.load, "repeat", planned.reference)
-            return probe
-        self.measured.add(planned.load)
-        self._decide(planned, outcome)
-        self._plan()
-        return probe
-
-    def stop(self, reason: str) -> None:
-        if not self.reason:
-            self._end(reason, False)
-
-    # -- results (as shapes.search.Search) -------------------------------------------------------------------
-
-    @property
-    def answer(self) -> float | None:
-        return self.low
-
-    @property
-    def bracket(self) -> tuple[float | None, float | None]:
-        return self.low, self.high
-
-    def text(self, load: float | None) -> str:
-        if load is None:
-            return "none"
-        return f"{load:g} users" if self.integer else f"{load:g} req/s"
 
     def where(self) -> str:
         low, high = self.low, self.high
@@ -94,36 +33,11 @@ class KneeSearch:
             return f"no knee up to {self.text(low)}"
         return f"the knee lies below {self.text(high)}" if high is not None else ""
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "precision": self.precision,
-            "max_load": self.max_load,
-            "probes": [p.as_dict() for p in self.probes],
-            "bracket": [self.low, self.high],
-            "answer": self.low,
-            "complete": self.complete,
-            "reason": self.reason,
-        }
-
-    def probes_left(self) -> int | None:
-        low, high = self.low, self.high
-        if self.reason:
-            return 0
-        if low is None or high is None:
-            return None
-        width, enough, n = high - low, max(self.precision * low, self._resolution), 0
-        while width > enough and n < 64:
-            width, n = width / 2, n + 1
-        return n
-
     # -- rules ------------------------------------------------------------------------------------------------
-
-    @property
-    def _resolution(self) -> float:
-        return 1.0 if self.integer else 0.0
 
     def _decide(self, planned: Next, outcome: Outcome) -> None:
         """What the outcome says: a load past capacity, a segment's upper end past the knee, or flat loads."""
+        self.measured.add(planned.load)
         past_at = outcome.values.get("past_at")
         if past_at is not None:
             self._past(float(past_at))
@@ -174,11 +88,3 @@ class KneeSearch:
                 self._end(self.where(), True)
                 return
             self._next = Next(mid, reference=low)
-
-    def _round(self, load: float) -> float:
-        if self.integer:
-            return float(max(1, math.floor(load)))
-        return float(f"{load:.3g}")
-
-    def _end(self, reason: str, complete: bool) -> None:
-        self.reason, self.complete, self._next = reason, complete, None

@@ -125,22 +125,19 @@ class Search:
         planned = self._next
         if planned is None or self.reason:
             raise RuntimeError("the search has ended: nothing to record")
-        probe = Probe(len(self.probes) + 1, planned.load, planned.kind, steps, outcome)
+        probe = Probe(len(self.probes) + 1, planned.load, planned.kind, steps, outcome, planned.reference)
         self.probes.append(probe)
         load = planned.load
         if outcome.passed is None:
             if planned.kind == "retry":
                 self._end(f"not sure: the probe at {self.text(load)} was invalid twice ({outcome.detail})", False)
             else:
-                self._next = Next(load, "retry")
+                self._next = Next(load, "retry", planned.reference)
             return probe
         if outcome.borderline and planned.kind != "repeat":
-            self._next = Next(load, "repeat")
+            self._next = Next(load, "repeat", planned.reference)
             return probe
-        if outcome.passed:
-            self.low = load if self.low is None else max(self.low, load)
-        else:
-            self.high = load if self.high is None else min(self.high, load)
+        self._decide(planned, outcome)
         self._plan()
         return probe
 
@@ -191,12 +188,23 @@ class Search:
         low, high = self.low, self.high
         if low is None or high is None or self.reason:
             return None if not self.reason else 0
-        width, enough, n = high - low, max(self.precision * low, 1.0 if self.integer else 0.0), 0
+        width, enough, n = high - low, max(self.precision * low, self._resolution), 0
         while width > enough and n < 64:
             width, n = width / 2, n + 1
         return n
 
     # -- rules ------------------------------------------------------------------------------------------------
+
+    @property
+    def _resolution(self) -> float:
+        return 1.0 if self.integer else 0.0
+
+    def _decide(self, planned: Next, outcome: Outcome) -> None:
+        """What a decided probe says: a pass raises the bracket's low end, a failure lowers its high end."""
+        if outcome.passed:
+            self.low = planned.load if self.low is None else max(self.low, planned.load)
+        else:
+            self.high = planned.load if self.high is None else min(self.high, planned.load)
 
     def _plan(self) -> None:
         low, high = self.low, self.high
@@ -216,9 +224,8 @@ class Search:
                 return
             self._next = Next(self._round(max(high / 2, self.min_load)))
             return
-        resolution = 1.0 if self.integer else 0.0
         mid = self._round((low + high) / 2)
-        if high - low <= max(self.precision * low, resolution) or not low < mid < high:
+        if high - low <= max(self.precision * low, self._resolution) or not low < mid < high:
             self._end(self.where(), True)
             return
         self._next = Next(mid)
