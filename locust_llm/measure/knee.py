@@ -3,15 +3,15 @@
 Between two tested loads ``a < b``, with ``y`` the TTFT p99 made non-decreasing and ``d_b`` the decode step (ITL
 p50) at ``b``, the tail *bends* when ``y_b > max(y_a * max(b / a, 1 + MIN_RISE), y_a + KNEE_STEPS * d_b)``: faster
 than the load (past a closed loop's capacity each added user only adds wait), by ``MIN_RISE``, and by more than a few
-decode steps. The knee is the lower end of the first segment that bends, the bracket the segment. It depends only on
-the loads up to the bend, and the search judges its probes by the same :func:`threshold_ms`. Confidence is low when
-the bend is in the first or the last segment, or the step after it fell back; :func:`knee_resamples` says how sure the
-knee is of its samples. docs/methodology.md, "The latency knee".
+decode steps. A bend whose next (valid) step falls back to the bend's threshold is a *spike*, not a bend (past
+capacity the tail never recovers): that step is set aside and the scan goes on. The knee is the lower end of the
+first segment that bends, the bracket the segment. Confidence is low when the bend is in the first or the last
+segment; :func:`knee_resamples` says how sure the knee is of its samples. The search judges its probes by the same
+:func:`threshold_ms`. docs/methodology.md, "The latency knee".
 """
 
 from __future__ import annotations
 
-import itertools
 import random
 from collections import Counter
 from collections.abc import Sequence
@@ -45,37 +45,49 @@ class Knee:
 
 
 def latency_knee(
-    loads: Sequence[float], values: Sequence[float | None], decode_ms: Sequence[float | None] | None = None
+    loads: Sequence[float],
+    values: Sequence[float | None],
+    decode_ms: Sequence[float | None] | None = None,
+    usable: Sequence[bool] | None = None,
 ) -> Knee:
     """The knee of ``values`` (a p99 in ms) against ``loads`` (increasing), with each load's decode step ``decode_ms``
-    (the module docstring's rule)."""
+    (the module docstring's rule); a step not ``usable`` (an invalid step) never sets a spike aside."""
     steps = decode_ms if decode_ms is not None else [None] * len(loads)
-    points = [(u, v, d) for u, v, d in zip(loads, values, steps, strict=True) if v is not None and u > 0]
+    valid = usable if usable is not None else [True] * len(loads)
+    points = [(u, v, d, ok) for u, v, d, ok in zip(loads, values, steps, valid, strict=True) if v is not None and u > 0]
     if len(points) < 2:
         return Knee(None, None, f"needs at least 2 loads with latencies, got {len(points)}")
-    raw = [float(v) for _, v, _ in points]
-    tail = list(itertools.accumulate(raw, max))  # a p99 that falls as the load grows is noise, not a recovery
-    for i in range(len(points) - 1):
-        (a, _, _), (b, _, d) = points[i], points[i + 1]
-        limit = threshold_ms(a, tail[i], b, d)
-        if tail[i + 1] <= limit:
+    spikes: list[str] = []
+    first, tail = points[0][0], float(points[0][1])  # the last load kept and its running maximum of the p99
+    a = first
+    for j in range(1, len(points)):
+        b, raw, d, _ = points[j]
+        limit = threshold_ms(a, tail, b, d)
+        if raw <= limit:
+            a, tail = b, max(tail, float(raw))  # a p99 that falls as the load grows is noise, not a recovery
             continue
-        bracket = (a, b)
-        where = f"the tail's p99 rose from {tail[i]:.0f} to {tail[i + 1]:.0f} ms (over {limit:.0f} bends)"
-        if i == 0:
-            return Knee(a, bracket, f"{where} already between the first two loads: the knee may lie below {a:g}")
-        if i + 2 == len(points):
-            return Knee(a, bracket, f"{where} only at the last step: extend the sweep to confirm the bend")
-        if raw[i + 2] <= limit:
-            return Knee(a, bracket, f"{where}, but fell back at {points[i + 2][0]:g}: a stall rather than a bend?")
-        return Knee(a, bracket, where, "high")
-    rise = tail[-1] / tail[0] - 1 if tail[0] > 0 else 0.0
+        after = points[j + 1] if j + 1 < len(points) else None
+        if after is not None and after[3] and after[1] <= limit:
+            spikes.append(f"the p99 at {b:g} ({raw:.0f} ms) fell back to {after[1]:.0f} ms at {after[0]:g}")
+            continue
+        where = f"the tail's p99 rose from {tail:.0f} to {raw:.0f} ms (over {limit:.0f} bends)" + _aside(spikes)
+        if a == first:
+            return Knee(a, (a, b), f"{where} already between the first two loads: the knee may lie below {a:g}")
+        if after is None:
+            return Knee(a, (a, b), f"{where} only at the last step: extend the sweep to confirm the bend")
+        return Knee(a, (a, b), where, "high")
+    rise = tail / float(points[0][1]) - 1 if points[0][1] else 0.0
     return Knee(
         None,
         None,
         f"no knee up to {points[-1][0]:g}: the tail's p99 rose {100 * rise:.0f}% over the sweep, never faster than "
-        "the load (extend the sweep, or add steps)",
+        "the load (extend the sweep, or add steps)" + _aside(spikes),
     )
+
+
+def _aside(spikes: list[str]) -> str:
+    """The spikes set aside, for a knee's reason."""
+    return f"; set aside as spikes: {'; '.join(spikes)}" if spikes else ""
 
 
 def knee_resamples(
@@ -84,12 +96,13 @@ def knee_resamples(
     decode_ms: Sequence[float | None],
     resamples: int = RESAMPLES,
     seed: int = 0,
+    usable: Sequence[bool] | None = None,
 ) -> list[tuple[float | None, float]] | None:
     """The knees of bootstrap resamples of the steps, each with the share of resamples that find it (most found
     first; ``None``: no knee). Each resample draws, for each load, as many of its one-second blocks of TTFT samples
     (``blocks``: the step's, by the second they were observed in) as it has, with replacement, so that a second's
     burst stays together, and finds the knee of the resampled p99s; seeded, so a report is the same each time it is
-    made. None without blocks."""
+    made (``usable``: as :func:`latency_knee`'s). None without blocks."""
     if not any(blocks):
         return None
     rng = random.Random(seed)
@@ -104,7 +117,7 @@ def knee_resamples(
             for _ in step_blocks:
                 drawn.merge(rng.choice(step_blocks))
             p99s.append(drawn.quantile(0.99) / 1e6)
-        found[latency_knee(loads, p99s, decode_ms).users] += 1
+        found[latency_knee(loads, p99s, decode_ms, usable).users] += 1
     return [(knee, count / resamples) for knee, count in found.most_common()]
 
 

@@ -307,8 +307,11 @@ def analyze(
         steps = list({s["users"]: s for s in steps}.values())
     users = [s["users"] for s in steps]
     decode = [value(s, "itl_p50_ms") for s in steps]
+    usable = [s.get("valid") is not False for s in steps]  # an invalid step never sets a spike aside
     knees = {
-        metric: latency_knee(users, [value(s, f"{metric}_p99_ms") for s in steps], decode if metric == "ttft" else None)
+        metric: latency_knee(
+            users, [value(s, f"{metric}_p99_ms") for s in steps], decode if metric == "ttft" else None, usable
+        )
         for metric in ("ttft", "itl", "e2e")
     }
     sat_users, sat_note = rate_saturation(steps) if mode == "rate" else throughput_saturation(steps, load=load)

@@ -227,7 +227,8 @@ def _resampled(
                 found += part.blocks.values()
         blocks.append(found)
     decode = [by_load[u].get("itl_p50_ms") if u in by_load else None for u in loads]
-    return knee_resamples(loads, blocks, decode)
+    usable = [by_load[u].get("valid") is not False if u in by_load else True for u in loads]
+    return knee_resamples(loads, blocks, decode, usable=usable)
 
 
 def _row_prices(settings: Mapping[str, Any], prices: Prices) -> Prices | RouteBook:
