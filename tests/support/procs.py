@@ -26,8 +26,19 @@ def at_once(jobs: dict[str, Callable[[], T]]) -> dict[str, T]:
     of its own (they wait on subprocesses); their results by name. After every job has ended, the exception of the
     first in ``jobs``' order that raised is raised here. For a module's runs that are compared with each other, at
     once also means under the same machine state rather than its stalls at different times."""
+    timings = os.environ.get("LOCUST_LLM_TEST_TIMINGS")  # a file to append each job's seconds to (the suite's budget)
+
+    def timed(name: str, job: Callable[[], T]) -> T:
+        started = time.monotonic()
+        try:
+            return job()
+        finally:
+            if timings:
+                with open(timings, "a") as out:
+                    out.write(f"{name}\t{time.monotonic() - started:.1f}\n")
+
     with ThreadPoolExecutor(len(jobs)) as pool:
-        futures = {name: pool.submit(job) for name, job in jobs.items()}
+        futures = {name: pool.submit(timed, str(name), job) for name, job in jobs.items()}
     return {name: future.result() for name, future in futures.items()}
 
 
