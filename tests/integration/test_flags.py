@@ -5,6 +5,8 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from locust_llm.config.flags import FLAGS
 from tests.support.procs import clean_env
 
@@ -61,6 +63,7 @@ def test_flags_are_grouped_as_in_readme_and_the_simulator_is_listed():
     assert "  --kv-blocks  [env LOCUST_LLM_SIM_KV_BLOCKS]" in out
 
 
+@pytest.mark.slow  # a few seconds of subprocesses: the full suite only, out of the -m "not slow" loop
 def test_help_texts_carry_no_rest_markup():
     for args in (["--help"], ["sim", "--help"], ["report", "--help"], ["compare", "--help"], ["trend", "--help"]):
         out = cli(*args).stdout

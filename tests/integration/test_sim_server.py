@@ -202,6 +202,7 @@ def metrics(base):
     return {(s.name, s.labels["model_name"]): s.value for f in families for s in f.samples}
 
 
+@pytest.mark.slow  # a few seconds of subprocesses: the full suite only, out of the -m "not slow" loop
 def test_metrics_are_vllms_names_for_the_engines_own_state():
     """A KV cache of 16 blocks of 16 tokens (256) cannot hold 6 answers of 200 tokens: while the 6 requests are in
     flight /metrics counts them all, running or waiting, with the cache in use; once all are done, nothing runs or

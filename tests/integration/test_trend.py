@@ -91,6 +91,7 @@ def test_trend_html_renders_in_chromium_without_javascript_errors(drifting, tmp_
     assert "invalid run" in proc.stdout and "tool 0.1.0 -&gt; 0.2.0" in proc.stdout
 
 
+@pytest.mark.slow  # a few seconds of subprocesses: the full suite only, out of the -m "not slow" loop
 def test_append_builds_the_history_night_by_night_and_a_flat_one_passes(tmp_path):
     history = tmp_path / "nightly" / "history.jsonl"
     for i in range(7):

@@ -13,9 +13,13 @@ import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
+
 from tests.integration.test_trend import summary
 from tests.k8s.conftest import render
 from tests.k8s.test_manifests import of_kind
+
+pytestmark = pytest.mark.slow  # the nightly script run night after night: the full suite only
 
 FAKE_LOCUST = """#!/bin/sh
 for arg in "$@"; do case "$arg" in --llm-report=*) report="${arg#--llm-report=}";; esac; done

@@ -9,9 +9,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 PROBE = Path(__file__).resolve().parents[2] / "support" / "locust_batch_probe.py"
 
 
+@pytest.mark.slow  # a few seconds of subprocesses: the full suite only, out of the -m "not slow" loop
 def test_batched_and_deferred_logging_equal_one_event_each_and_only_when_the_runner_alone_listens():
     out = subprocess.run([sys.executable, str(PROBE), "200"], capture_output=True, text=True, timeout=120, check=True)
     got = json.loads(out.stdout.strip().splitlines()[-1])
