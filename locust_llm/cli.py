@@ -185,6 +185,23 @@ def cmd_trace_synth(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_trace_stats(args: argparse.Namespace) -> int:
+    from locust_llm.config.parsers import parse_rates
+    from locust_llm.workload.trace import TraceError, load_trace
+    from locust_llm.workload.trace_stats import format_trace_stats, trace_stats
+
+    if args.block_tokens < 1:
+        return _fail("trace stats", f"--block-tokens must be a whole number >= 1, got {args.block_tokens}")
+    try:
+        speeds = parse_rates(args.speeds, "--speeds")
+        trace = load_trace(args.file, args.block_tokens)
+    except (TraceError, ValueError) as exc:
+        return _fail("trace stats", str(exc).removeprefix("--trace "))
+    stats = trace_stats(trace, speeds)
+    print(json.dumps(stats, indent=2) if args.format == "json" else format_trace_stats(stats))
+    return 0
+
+
 def cmd_flags(args: argparse.Namespace) -> int:
     print(format_flags_markdown() if args.format == "markdown" else format_flags())
     return 0
@@ -284,6 +301,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     synth.add_argument("--seed", type=int, default=1, help="Random seed: the same seed, the same trace (default 1).")
     synth.set_defaults(func=cmd_trace_synth)
+    stats = trace_sub.add_parser(
+        "stats",
+        help="Print what a trace holds before you replay it: rate, burstiness, lengths, prefix reuse, duration.",
+    )
+    stats.add_argument("file", help="The trace: JSON Lines, as --trace reads it.")
+    stats.add_argument(
+        "--speeds", default="1", help="Replay speeds to give one pass's duration at, comma-separated (default 1)."
+    )
+    stats.add_argument(
+        "--block-tokens", type=int, default=512, help="Tokens of each hash_ids block, as --trace-block-tokens (512)."
+    )
+    stats.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json.")
+    stats.set_defaults(func=cmd_trace_stats)
 
     flags = sub.add_parser("flags", help="List every flag of a run, its env var and its default.")
     flags.add_argument(

@@ -73,7 +73,13 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
                 raise ConfigError(problem)
         if config.trace is not None:
             speeds = config.trace_speeds or ()
-            logger.info("locust-llm: %s", config.trace.describe(speeds, config.step_duration_s, config.trace_offset_s))
+            described = config.trace.describe(speeds, config.step_duration_s, config.trace_offset_s)
+            prefixes = (
+                "the same bytes in every pass (--trace-cache-across-steps: a prefix cache finds the replay's repeats)"
+                if config.trace_cache_across_steps
+                else "fresh prefixes in each pass (only the trace's own shared hash_ids share)"
+            )
+            logger.info("locust-llm: %s; %s", described, prefixes)
         if config.tls.insecure:
             logger.warning(
                 "locust-llm: --insecure: TLS certificates and host names are NOT verified; the run's "

@@ -551,6 +551,15 @@ FLAGS: tuple[Flag, ...] = (
         "steps",
     ),
     Flag(
+        "--trace-cache-across-steps",
+        None,
+        "With --trace, send the same bytes in every pass (each step, each wrap): the warm prefix cache. Default: fresh "
+        "prefixes per pass.",
+        "LOCUST_LLM_TRACE_CACHE_ACROSS_STEPS",
+        group="steps",
+        switch=True,
+    ),
+    Flag(
         "--trace-offset",
         "0",
         "With --trace, where each step's replay starts in the trace, e.g. 10m.",

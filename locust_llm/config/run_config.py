@@ -65,6 +65,7 @@ class RunConfig:
     trace: Trace | None
     trace_speeds: tuple[float, ...] | None
     trace_offset_s: float
+    trace_cache_across_steps: bool  # every pass over the trace the same bytes (the warm case), not salted
     arrivals: Arrivals
     max_in_flight: int
     search: SearchSettings | None
@@ -113,6 +114,7 @@ class RunConfig:
             trace=trace,
             trace_speeds=speeds,
             trace_offset_s=v["trace_offset"],
+            trace_cache_across_steps=bool(v["trace_cache_across_steps"]),
             arrivals=v["arrivals"],
             max_in_flight=v["max_in_flight"],
             search=search_from(v, sla, trace),
@@ -201,6 +203,7 @@ class RunConfig:
             "rate_req_s": self.trace.rate_req_s,
             "speeds": list(self.trace_speeds or ()),
             "offset_s": self.trace_offset_s,
+            "prefixes": "the same in every pass" if self.trace_cache_across_steps else "fresh in each pass",
             "block_tokens": self.trace.block_tokens,
         }
 

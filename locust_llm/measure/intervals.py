@@ -2,10 +2,9 @@
 
 For the q-quantile of ``n`` samples the interval is ``[X_(l), X_(u)]``, the samples of ranks ``l < u`` with
 ``P(l <= B < u) >= 1 - alpha`` for ``B ~ Binomial(n, q)``: ``l`` the largest rank with ``P(B < l) <= alpha / 2``, ``u``
-the smallest with ``P(B >= u) <= alpha / 2``, exact from the binomial CDF; an end past the sample is open (``None``).
-From a histogram, ``X_(l)`` is the lower bound of the bucket holding rank ``l`` and ``X_(u)`` the upper bound of the one
-holding rank ``u`` (clamped to the samples' extremes): each end moves out by at most one bucket's width (0.2 % at the
-default precision), so the interval only widens. docs/methodology.md, "Intervals".
+the smallest with ``P(B >= u) <= alpha / 2``; an end past the sample is open (``None``). From a histogram each end
+is its bucket's outer bound (clamped to the samples' extremes): at most one bucket wider. docs/methodology.md,
+"Intervals".
 """
 
 from __future__ import annotations

@@ -64,10 +64,14 @@ class OpenLoop:
         rate, offset = share(mark.rate, mark.processes, self.index)
         cap = ceil(config.max_in_flight / mark.processes)
         trace = config.trace
-        arrivals: Iterator[tuple[float, int | None]]
+        arrivals: Iterator[tuple[float, tuple[int, str] | None]]
         if trace is not None:  # the trace's own times at the step's speed; this process's share of its entries
             speed = mark.rate / trace.rate_req_s
-            arrivals = trace.schedule(speed, self.index, mark.processes, config.trace_offset_s)
+            fresh = not config.trace_cache_across_steps  # each pass salted: its own prefixes (workload/trace.py)
+            arrivals = (
+                (t, (i, f"{mark.step}.{wrap}" if fresh else ""))
+                for t, i, wrap in trace.schedule(speed, self.index, mark.processes, config.trace_offset_s)
+            )
         else:
             rng = random.Random(f"{config.seed}:{self.index}:{mark.step}" if config.seed is not None else None)
             arrivals = ((t, None) for t in config.arrivals.times_s(rate, rng, offset))
@@ -80,7 +84,7 @@ class OpenLoop:
                 return  # the step changed (or the shape ended) while waiting: this arrival was not its
             self._arrive(at, cap, entry)
 
-    def _arrive(self, at_ns: int, cap: int, entry: int | None) -> None:
+    def _arrive(self, at_ns: int, cap: int, entry: tuple[int, str] | None) -> None:
         llm = self.llm
         dropped = self.in_flight >= cap
         llm.recorder.record_arrival(llm.model, self.in_flight, dropped, at_ns)
@@ -88,14 +92,16 @@ class OpenLoop:
             self.in_flight += 1
             self.group.spawn(self._request, at_ns, entry)
 
-    def _request(self, at_ns: int, entry: int | None) -> Any:
+    def _request(self, at_ns: int, entry: tuple[int, str] | None) -> Any:
+        """The request of an arrival: the workload's next, or the trace's entry ``(index, its pass's salt)``."""
         try:
             trace = self.config.trace
             if trace is None or entry is None:
                 messages, max_tokens = self.workload.messages(self.rng)
                 return self.flow.request(self.llm.model, messages, max_tokens, at_ns)
-            spec = trace.entries[entry]
+            index, salt = entry
+            spec = trace.entries[index]
             max_tokens = spec.output_length or self.workload.max_tokens.draw(self.rng)
-            return self.flow.request(spec.model or self.llm.model, trace.messages(entry), max_tokens, at_ns)
+            return self.flow.request(spec.model or self.llm.model, trace.messages(index, salt), max_tokens, at_ns)
         finally:
             self.in_flight -= 1

@@ -2,6 +2,8 @@
 
 The Mooncake format as it is: ``timestamp`` (ms), ``input_length`` or the text (``text_input``, ``messages``),
 optional ``output_length``, ``hash_ids`` (block ids: requests sharing leading ids share that prefix) and ``model``.
+Each *pass* over the trace (a step, each wrap) salts its prompts' first bytes: ``hash_ids`` share within a pass,
+never across passes, as in the real traffic (``--trace-cache-across-steps``: no salt).
 Docs: docs/workloads.md, "Replay your own traffic".
 """
 
@@ -59,10 +61,11 @@ class Trace:
 
     def schedule(
         self, speed: float, index: int = 0, processes: int = 1, offset_s: float = 0.0, duration_s: float | None = None
-    ) -> Iterator[tuple[float, int]]:
-        """``(t, i)``: entry ``i`` is due ``t`` seconds into a step at ``speed``: the trace from ``offset_s`` on, and
-        again from its start each time it ends (until ``duration_s``, or for ever). Process ``index`` of ``processes``
-        gets the entries whose index is ``index`` modulo ``processes``: each entry is sent once per pass, by one."""
+    ) -> Iterator[tuple[float, int, int]]:
+        """``(t, i, wrap)``: entry ``i`` is due ``t`` seconds into a step at ``speed``, in the step's ``wrap``-th pass
+        over the trace (0 first): the trace from ``offset_s`` on, and again from its start each time it ends (until
+        ``duration_s``, or for ever). Process ``index`` of ``processes`` gets the entries whose index is ``index``
+        modulo ``processes``: each entry is sent once per pass, by one."""
         period, n = self.period_s, len(self.entries)
         if index >= n:
             return
@@ -73,7 +76,7 @@ class Trace:
                     continue
                 if duration_s is not None and t >= duration_s:
                     return
-                yield t, i
+                yield t, i, cycle
 
     def describe(self, speeds: tuple[float, ...], duration_s: float, offset_s: float = 0.0) -> str:
         """One line for the log: the trace, its own rate, and the speeds whose steps wrap around to its start."""
@@ -89,13 +92,19 @@ class Trace:
             )
         return text
 
-    def messages(self, i: int) -> list[Message]:
-        """Entry ``i``'s messages: its own, its text, or ``input_length`` tokens built block by block from its
-        ``hash_ids`` (one message per block, each id always the same bytes; :func:`block_text`) and, past them, its
-        own filler; the project's estimate of the prompt is then ``input_length`` tokens."""
+    def messages(self, i: int, salt: str = "") -> list[Message]:
+        """Entry ``i``'s messages in the pass salted ``salt`` (module docstring): its own, its text, or
+        ``input_length`` tokens built block by block from its ``hash_ids`` (one message per block, each id always
+        the same bytes; :func:`block_text`) and, past them, its own filler; the project's estimate of the prompt is
+        then ``input_length`` tokens. The salt replaces the first bytes of the first message (a trace's own text:
+        a first line of its own): every prefix of the prompt then differs from another pass's, as a prefix cache
+        chains each block to the ones before it, while the blocks' text stays cached here."""
         entry = self.entries[i]
         if entry.messages is not None:
-            return [dict(m) for m in entry.messages]
+            own = [dict(m) for m in entry.messages]
+            if salt and own and isinstance(own[0].get("content"), str):
+                own[0]["content"] = f"[{salt}]\n{own[0]['content']}"
+            return own
         left = int(entry.input_length or 1) - REQUEST_TOKENS  # tokens for the messages
         out: list[Message] = []
         for block in entry.hash_ids:
@@ -106,6 +115,9 @@ class Trace:
         tokens = max(1, left - MESSAGE_TOKENS)
         text = f"[{i}] " + synthetic_text(tokens, random.Random(f"trace-entry:{i}"))
         out.append({"role": "user", "content": text[: max(1, 4 * tokens - 1)]})
+        if salt:  # in place of as many bytes: the same length, so the same token estimate
+            tag, first = f"[{salt}] ", out[0]["content"]
+            out[0]["content"] = tag + first[len(tag) :]
         return out
 
 

@@ -63,14 +63,41 @@ def steady_waits(times, speed, warmup_s=1.0, step_s=5.0):
     return sorted(waits)
 
 
-def hashed(path, shared, n=70):
+HASHED, HASHED_SPEEDS = 16, (1, 2, 4)
+
+
+def hashed(path, shared, n=HASHED):
     """``n`` requests 100 ms apart of 3 blocks and a tail (224 tokens): with ``shared``, the first two blocks are
-    one of two prefixes, so every request after the first two finds 128 of its 224 tokens cached."""
+    one of two prefixes, so every request of a pass after its first two finds 128 of its 224 tokens cached; else
+    every request has blocks of its own. 16 requests repeat every 1.6 s: a 5 s step wraps at every speed."""
     entries = []
     for i in range(n):
         ids = [2 * (i % 2), 2 * (i % 2) + 1, 1000 + i] if shared else [1000 + 3 * i, 1001 + 3 * i, 1002 + 3 * i]
         entries.append({"timestamp": 100 * i, "input_length": 224, "output_length": 16, "hash_ids": ids})
     return write(path, entries)
+
+
+def hit_share_truth(shared, fresh, n=HASHED, gap_s=0.1, speeds=HASHED_SPEEDS, step_s=5.0, warmup_s=1.0):
+    """Per speed, the prompt share a prefix cache serves in the steady window: a request finds the longest prefix of
+    block messages an earlier request sent (within its pass when each pass is ``fresh``, else ever): 2 blocks (128
+    of 224 tokens) for ``shared`` ids, all 3 (192) for a repeated entry. Judged by arrival, whose window the run's
+    (by the end of each request, some 0.2 s later) shifts by about one request per wrap."""
+    seen, shares = set(), []
+    for step, speed in enumerate(speeds):
+        cached = sent = 0
+        for wrap in range(math.ceil(step_s * speed / (n * gap_s))):
+            for i in range(n):
+                t = (i + wrap * n) * gap_s / speed
+                if t >= step_s:
+                    break
+                salt = (step, wrap) if fresh else ()
+                key = (salt, i % 2) if shared else (salt, i)
+                hit = key in seen
+                seen.add(key)
+                if t >= warmup_s:
+                    cached, sent = cached + (hit and (128 if shared else 192)), sent + 224
+        shares.append(cached / sent)
+    return shares
 
 
 def replay(out, trace, speeds, *extra, sim_args=PACING):
@@ -120,8 +147,16 @@ def runs(tmp_path_factory):
             "constant": traced("constant", constant, SPEEDS),
             "rates": partial(rates, tmp_path_factory.mktemp("rates")),
             "bursty": traced("bursty", lambda p: write(p, bursty), "4"),
-            "shared": traced("shared", partial(hashed, shared=True), "1", *block, sim_args=""),
-            "unique": traced("unique", partial(hashed, shared=False), "1", *block, sim_args=""),
+            **{  # fresh prefixes in each pass (the default), and the warm case
+                name: traced(
+                    name, partial(hashed, shared=shared), ",".join(map(str, HASHED_SPEEDS)), *block, *extra, sim_args=""
+                )
+                for name, shared, extra in (
+                    ("shared", True, ()),
+                    ("unique", False, ()),
+                    ("unique-warm", False, ("--trace-cache-across-steps",)),
+                )
+            },
             "workers": partial(workers, tmp_path_factory.mktemp("workers")),
         }
     )
@@ -148,15 +183,24 @@ def test_speeds_of_a_constant_trace_find_the_capacity_rates_find(runs):
     assert f"your traffic can grow {multiple:g}x (speed)" in runs["constant"][0].stdout
 
 
-def test_shared_hash_ids_hit_the_prefix_cache_as_the_file_says_and_unique_ones_do_not(runs):
-    for name in ("shared", "unique"):
+def test_each_pass_over_a_trace_finds_only_the_files_own_reuse_in_the_prefix_cache(runs):
+    """A 1.6 s trace replayed at speeds 1, 2 and 4 in 5 s steps (every step wraps, as a replay of a short file
+    does): with fresh prefixes in each pass, unique hash_ids find nothing cached at any speed and shared ones the
+    file's own share; with --trace-cache-across-steps, the replay's repeats hit (the warm case: the whole trace in
+    the cache)."""
+    for name in ("shared", "unique", "unique-warm"):
         assert runs[name][0].returncode == 0, runs[name][0].stdout[-3000:]
-    (shared,) = read_csv(runs["shared"][1] / "run_llm_steps.csv")
-    (unique,) = read_csv(runs["unique"][1] / "run_llm_steps.csv")
-    # the truth from the file: two shared blocks of 64 tokens (with their messages' 4) in 224; the steady window
-    # starts after the first two requests, the only ones that find nothing
-    assert float(shared["cache_hit_share"]) == pytest.approx(128 / 224, abs=0.01), shared
-    assert float(unique["cache_hit_share"]) == 0, unique
+    rows = {name: read_csv(runs[name][1] / "run_llm_steps.csv") for name in ("shared", "unique", "unique-warm")}
+    assert all(len(r) == len(HASHED_SPEEDS) for r in rows.values()), rows
+    assert [float(r["cache_hit_share"]) for r in rows["unique"]] == [0, 0, 0], rows["unique"]
+    # the tolerance: the run's window counts a request by its end, about one request per wrap later than by its
+    # arrival (the truth's): one request of 224 tokens in the 40 to 160 of a step moves the share by under 0.03
+    for name, shared, fresh in (("shared", True, True), ("unique-warm", False, False)):
+        truth = hit_share_truth(shared, fresh)
+        got = [float(r["cache_hit_share"]) for r in rows[name]]
+        assert got == pytest.approx(truth, abs=0.03), (name, got, truth)
+    assert summary(runs["unique"])["run"]["settings"]["trace"]["prefixes"] == "fresh in each pass"
+    assert summary(runs["unique-warm"])["run"]["settings"]["trace"]["prefixes"] == "the same in every pass"
 
 
 def test_bursts_at_the_same_mean_rate_cost_tail_latency(runs):

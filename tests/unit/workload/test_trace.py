@@ -72,18 +72,18 @@ def test_a_constant_trace_has_its_rate_and_repeats_after_one_mean_gap():
 
 def test_a_speed_divides_the_times_and_a_short_trace_wraps_around():
     trace = constant(4, 2.0)  # 0, 0.5, 1, 1.5 s; a 2 s period
-    assert [(round(t, 6), i) for t, i in trace.schedule(2.0, duration_s=2.0)] == [
-        (0.0, 0), (0.25, 1), (0.5, 2), (0.75, 3), (1.0, 0), (1.25, 1), (1.5, 2), (1.75, 3)
+    assert [(round(t, 6), i, wrap) for t, i, wrap in trace.schedule(2.0, duration_s=2.0)] == [
+        (0.0, 0, 0), (0.25, 1, 0), (0.5, 2, 0), (0.75, 3, 0), (1.0, 0, 1), (1.25, 1, 1), (1.5, 2, 1), (1.75, 3, 1)
     ]  # fmt: skip
     offset = list(trace.schedule(1.0, offset_s=1.0, duration_s=2.0))
-    assert [(round(t, 6), i) for t, i in offset] == [(0.0, 2), (0.5, 3), (1.0, 0), (1.5, 1)]
+    assert [(round(t, 6), i, wrap) for t, i, wrap in offset] == [(0.0, 2, 0), (0.5, 3, 0), (1.0, 0, 1), (1.5, 1, 1)]
     assert "wraps around" in trace.describe((1, 4), 1.0) and "speed 4" in trace.describe((1, 4), 1.0)
 
 
 def test_processes_split_the_entries_so_that_each_is_sent_once_per_pass():
     trace = constant(7, 1.0)
     parts = [list(trace.schedule(1.0, index, 3, duration_s=14.0)) for index in range(3)]
-    sent = sorted(i for part in parts for _, i in part)
+    sent = sorted(i for part in parts for _, i, _ in part)
     assert sent == sorted(list(range(7)) * 2)
     assert list(trace.schedule(1.0, 9, 10, duration_s=5.0)) == []  # more processes than entries: nothing, no hang
 
@@ -104,6 +104,29 @@ def test_prompts_from_hash_ids_share_their_leading_blocks_byte_for_byte_and_have
     assert prompts[0][:2] == prompts[1][:2] and prompts[0][2] != prompts[1][2]  # 7, 8 shared; then their own
     assert prompts[2][0] != prompts[0][0]  # another first block: nothing shared, even though 8 follows
     assert trace.messages(1) == prompts[1]  # the same entry, the same bytes
+
+
+def test_each_pass_over_a_trace_has_prefixes_of_its_own_and_shares_within_itself():
+    """The salt rule (workload/trace.py): within a pass, shared hash_ids are the same bytes; in another pass (another
+    step, or a wrap), each prompt's first bytes differ, so that no prefix of it is the same (a prefix cache chains
+    each block to those before it) and the cache finds only the traffic's own reuse."""
+    trace = Trace(
+        "h",
+        (
+            TraceEntry(0.0, 200, hash_ids=(7, 8, 9)),
+            TraceEntry(1.0, 150, hash_ids=(7, 8, 10)),
+            TraceEntry(2.0, 30),
+            TraceEntry(3.0, messages=({"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"})),
+        ),
+        block_tokens=64,
+    )
+    first, again, other = ([trace.messages(i, salt) for i in range(4)] for salt in ("1.0", "1.0", "2.0"))
+    assert first == again and first[0][:2] == first[1][:2]  # one pass: its own bytes, the shared ids shared
+    for a, b in zip(first, other, strict=True):
+        assert a != b and a[0]["content"][:6] != b[0]["content"][:6]  # another pass: other first bytes
+    assert [estimate_prompt_tokens(p) for p in other[:3]] == [200, 150, 30]  # the lengths the trace says
+    assert other[3][1] == {"role": "user", "content": "hi"} and other[3][0]["content"].endswith("be brief")
+    assert trace.messages(0) == trace.messages(0, "") != first[0]  # no salt (--trace-cache-across-steps)
 
 
 def test_a_synthetic_trace_has_its_mean_rate_and_burstiness():
