@@ -217,7 +217,10 @@ def test_the_web_ui_can_start_a_rate_search_and_shows_its_probes(searches):
     data = searches["webui"]
     search = data["search"]
     assert search["unit"] == "req/s" and not search["running"] and search["complete"], search["reason"]
-    assert [p["load"] for p in search["probes"]][:2] == [12, 24]
+    # the loads the search chose, from 12 doubling: an invalid probe (a stall of a shared machine past the 40 ms
+    # allowed) is retried at its load, a borderline one repeated, each by the search's rules (shapes/search.py)
+    chosen = [p["load"] for p in search["probes"] if p["kind"] == "probe"]
+    assert chosen[:2] == [12, 24], search["probes"]
     low, high = search["bracket"]
     assert capacity_req_s * 0.75 <= low <= capacity_req_s and high <= capacity_req_s * 1.25  # within the precision
     assert data["summary"]["knee"]["sla_max_rate_req_s"] == low and data["summary"]["knee"]["search"] is True
