@@ -49,11 +49,12 @@ CAP_SHARE = 0.01
 KV_FULL = 0.90
 """KV-cache usage at which the cache counts as full (vLLM keeps a few blocks free)."""
 
-QUEUE = 1.0
+QUEUE = 2.0
 QUEUE_SHARE = 0.25
 """A queue: more than ``QUEUE`` requests waiting at the p50 and at least ``QUEUE_SHARE`` of those running. Past a
 server's capacity a closed loop's extra users wait (at twice the knee, as many as run); one or two waiting at a step
-boundary, at a batch's size, are no queue."""
+boundary, at a batch's size, are no queue: a request that arrives during an engine step waits for the next (the
+simulator at 3 users, far below its knee: one waiting at half of a step's scrapes, two at times)."""
 
 MIN_SCRAPES = 3
 """The diagnosis is sure of a gauge only at a step whose steady window held this many scrapes of the server's metrics

@@ -454,14 +454,16 @@ class Collector:
         return total
 
     def step_e2e(self, step: int) -> tuple[Histogram, int, float]:
-        """Step ``step`` so far, all models, warm-up and steady: its successful requests' E2E histogram, its
-        completed requests and its steady requests per second."""
-        e2e, requests, steady = Histogram(), 0, 0
+        """Step ``step`` so far, all models: its successful requests' E2E histogram (its steady window's: its warm-up
+        holds requests sent under the load before it; the warm-up's while nothing steady ended), its completed
+        requests, warm-up and steady, and its steady requests per second."""
+        e2e, warm, requests, steady = Histogram(), Histogram(), 0, 0
         for key, stats in self.results((step,)):
             if key.phase in (STEADY, WARMUP):
-                e2e.merge(stats.hist["e2e"])
+                (e2e if key.phase == STEADY else warm).merge(stats.hist["e2e"])
                 requests += stats.counts["requests"]
                 steady += stats.counts["requests"] if key.phase == STEADY else 0
+        e2e = e2e if e2e.count else warm
         marks = [m for m in self.timeline.marks if m.step == step]
         if not marks:
             return e2e, requests, 0.0

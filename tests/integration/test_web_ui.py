@@ -142,7 +142,9 @@ def test_the_latest_run_has_the_plain_names_and_earlier_ones_are_kept(two_runs):
 
 def test_the_routes_answer_and_no_page_holds_the_key(two_runs):
     routes = two_runs["routes"]
-    assert json.loads(routes["/llm/summary.json"])["knee"]["recommended_users"] == 3
+    summary = json.loads(routes["/llm/summary.json"])
+    assert summary == json.loads((two_runs["cwd"] / "run_llm_summary.json").read_text())  # the latest run's
+    assert summary["knee"]["recommended_users"] == 3, (summary["knee"]["recommended_reason"], summary["steps"])
     assert "Plotly" in routes["/llm/report.html"] and 'id="chart-ttft"' in routes["/llm/"]
     assert routes["/llm/steps.csv"].splitlines()[0].startswith("step,users,model")
     extended = json.loads(routes["/stats/requests"])["extended_stats"]

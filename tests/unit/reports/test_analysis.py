@@ -279,6 +279,18 @@ def test_a_sustained_server_queue_is_past_capacity_and_binds_the_recommendation(
     assert analyze("m", run).binding == "latency_knee" and analyze("m", run).recommended_users == 2
 
 
+def test_two_waiting_at_a_step_boundary_far_below_the_knee_is_no_queue():
+    """The simulator at 3 users (knee ~32) showed one waiting at half of a 4-scrape window, and two at times: a median
+    of 1.5 waiting beside 2.5 running is requests waiting for the next engine step, not a queue. Three of three
+    users waiting is one."""
+    run = [{**steps([25, 0, 0, 0, 0], [120, 0, 0, 0, 0])[0], "users": 3, "step": 1}]
+    run[0].update(server_scrapes=4, server_running_p50=2.5, server_waiting_p50=1.5)
+    a = analyze("m", run)
+    assert a.server_queue_users is None and a.recommended_users == 3, a.recommended_reason
+    run[0].update(server_running_p50=0, server_waiting_p50=3)
+    assert analyze("m", run).server_queue_users == 3 and analyze("m", run).recommended_users == 0
+
+
 def test_two_steps_recommend_the_higher_only_when_nothing_argues_against_it():
     run = [{**steps([30, 36, 0, 0, 0], [200, 390, 0, 0, 0])[i], "users": u} for i, u in enumerate([2, 4])]
     a = analyze("m", run)

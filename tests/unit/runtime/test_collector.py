@@ -93,6 +93,27 @@ def test_a_worker_going_missing_is_noticed_once():
     assert m.health[1].lost == ["w2"] and m.health[1].workers_min == 1 and m.health[1].workers_max == 2
 
 
+def test_a_steps_e2e_is_its_steady_windows_not_the_requests_carried_over_from_the_load_before():
+    """The previous step's E2E p90 (``--warmup auto``, validity's carry-over rule) is that step's own load's: its
+    warm-up holds requests sent under the load before it (here 5 s ones, against 100 ms at its own). A step with no
+    steady request yet falls back to its warm-up's."""
+    c = collector("local")
+    c.begin_step(1, 4, warmup_ns=10**9)
+    began = c.timeline.current.began_ns
+
+    def request(sent, e2e):
+        return RequestResult("m", sent, sent, sent + e2e, token_ns=[sent + e2e // 2, sent + e2e], completion_tokens=2)
+
+    for i in range(5):  # sent 5 s before the step, under the load before it: they end in its warm-up
+        c.record(request(began - 5 * 10**9 + i * MS, 5 * 10**9))
+    e2e, requests, _ = c.step_e2e(1)
+    assert requests == 5 and e2e.quantile(0.9) >= 4.9e9  # nothing steady yet: the warm-up's
+    for i in range(20):
+        c.record(request(began + 2 * 10**9 + i * 10 * MS, 100 * MS))
+    e2e, requests, _ = c.step_e2e(1)
+    assert requests == 25 and 0.09e9 <= e2e.quantile(0.9) <= 0.11e9
+
+
 def test_windows_exclude_the_warmup_and_carry_the_health():
     c = collector("local")
     c.begin_step(1, 4, warmup_ns=0)
