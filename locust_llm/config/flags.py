@@ -348,6 +348,15 @@ FLAGS: tuple[Flag, ...] = (
         "workload",
     ),
     Flag(
+        "--output-length",
+        "auto",
+        "exact: ask for max_tokens exactly (min_tokens, ignore_eos); cap: max_tokens only; auto: exact if the server "
+        "honours it (checked once).",
+        "LOCUST_LLM_OUTPUT_LENGTH",
+        _choice("exact", "cap", "auto"),
+        "workload",
+    ),
+    Flag(
         "--prompts",
         None,
         "Prompt file: .txt (a prompt per line), .jsonl (messages, prompt or turns per line) or ShareGPT .json; same "

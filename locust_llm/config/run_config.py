@@ -411,6 +411,7 @@ def workload_from(v: Values) -> Workload:
         )
     return Workload(
         max_tokens=v["max_tokens"],
+        output_length=v["output_length"],
         prompts=v["prompts"] or (),
         input_tokens=v["input_tokens"],
         system_prompt=v["system_prompt"],

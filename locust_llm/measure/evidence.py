@@ -4,9 +4,9 @@
   running_p50)``: requests wait for the server, whatever the latency curve shows.
 - **The error budget**: ``k`` of ``n`` client requests failed other than with HTTP 429 (the provider cap's) and
   ``k / n`` exceeds the budget ``b`` beyond chance, ``P(X >= k | Binomial(n, b)) < ERROR_ALPHA``.
-- **Behind** (open loop): arrivals dropped, or the backlog grew by more than ``BACKLOG_Z * sqrt(var + 2 L)``: ``2 L``
-  a stable queue's noise at the window's two ends (``L`` its in-flight p50), ``var`` the arrival count's own where a
-  row gives only the offered rate. Failures count as ended: the error budget judges them.
+- **Behind** (open loop): arrivals dropped, or the backlog grew by more than ``BACKLOG_Z * sqrt(var + 2 L)``
+  (``L`` the in-flight p50; ``var`` the arrival count's own where a row gives only the offered rate). Failures count
+  as ended: the error budget judges them.
 The sweep, the search and the recommendation read these rules (docs/methodology.md, "Evidence of capacity").
 """
 

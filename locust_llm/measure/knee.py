@@ -3,7 +3,7 @@
 Between tested loads ``a < b``, with ``y`` the TTFT p99 made non-decreasing and ``d_b`` the decode step (ITL p50)
 at ``b``, the tail *bends* when ``y_b > max(y_a * max(b / a, 1 + MIN_RISE), y_a + KNEE_STEPS * d_b)``: faster than
 the load, by ``MIN_RISE``, and by more than a few decode steps. A bend whose next valid step falls back to its
-threshold is a *spike* (past capacity the tail never recovers): set aside, the scan goes on. The knee is the lower
+threshold is a *spike*, set aside. The knee is the lower
 end of the first segment that bends, the bracket the segment; confidence is low when that is the first or the last.
 :func:`knee_resamples` says how sure the knee is of its samples. docs/methodology.md, "The latency knee".
 """

@@ -2,8 +2,9 @@
 
 Over a step's steady window of ``D`` seconds: ``req_s = requests / D``; ``output_tok_s = completion_tokens / D``;
 ``goodput_req_s = client_good / D``; ``cost_usd = ((prompt - cached) * price_in + cached * price_cached_in +
-completion * price_out) / 1e6``; ``cache_hit_share = cached_prompt_tokens / prompt_tokens``; percentiles
-nearest-rank, in milliseconds. In open loop ``served_req_s = client_ok / D`` and ``users`` is the in-flight p99.
+completion * price_out) / 1e6``; ``cache_hit_share = cached_prompt_tokens / prompt_tokens``; ``output_tokens_ratio =
+got / asked`` over successful requests' ``max_tokens``; percentiles nearest-rank, in milliseconds. In open loop
+``served_req_s = client_ok / D`` and ``users`` is the in-flight p99.
 Every column: docs/methodology.md, "The per-step rows".
 """
 
@@ -116,6 +117,9 @@ class StepRow(TypedDict):
     in_flight_max: float | None
     dropped: int
     backlog_growth: int | None
+    output_tokens_asked: int
+    output_tokens_got: int
+    output_tokens_ratio: float | None
     server_kv_usage_p50: float | None
     server_kv_usage_max: float | None
     server_kv_usage_min: float | None
@@ -326,6 +330,11 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "dropped": c["dropped"],
         # arrivals that entered less client requests that ended, in the window: the rise of the in-flight count
         "backlog_growth": None if window.rate is None else c["arrivals"] - c["dropped"] - c["client_requests"],
+        "output_tokens_asked": c["output_tokens_asked"],
+        "output_tokens_got": c["output_tokens_got"],
+        "output_tokens_ratio": (
+            round(c["output_tokens_got"] / c["output_tokens_asked"], 4) if c["output_tokens_asked"] else None
+        ),
         **_server(stats),
         **_intervals(stats),
     }

@@ -69,6 +69,8 @@ COUNTERS = (
     "completion_tokens",
     "cached_prompt_tokens",
     "reasoning_tokens",
+    "output_tokens_asked",  # of successful requests that said what they asked for: max_tokens, and what they got
+    "output_tokens_got",
     "estimated_token_requests",
     "no_done",
     "interrupted",
@@ -297,6 +299,9 @@ class StatsTable:
                 if value is not None:
                     end.hist[name].record(max(0, value))
         if result.ok:
+            if result.max_tokens:
+                counts["output_tokens_asked"] += result.max_tokens
+                counts["output_tokens_got"] += result.completion_tokens
             if result.turn:
                 end.turn(result.turn).add(result)
             end.hist["e2e"].record(result.e2e_ns)

@@ -20,6 +20,7 @@ __all__ = [
     "MAX_E2E_SHARE",
     "MIN_RISE",
     "MIN_SCRAPES",
+    "OUTPUT_SHORT",
     "QUEUE",
     "QUEUE_SHARE",
     "SATURATION_MARGIN",
@@ -71,6 +72,11 @@ DEFAULT_MAX_ERROR_RATE = 0.01
 
 BACKLOG_Z = 3.0
 """An open-loop step's backlog grows when its in-flight count rose by more than this many ``sqrt(2 L)``."""
+
+OUTPUT_SHORT = 0.90
+"""A step whose successful requests got less than this share of the output tokens they asked for
+(``output_tokens_ratio``) is named in the summary: the model stopped early, so the step offered less decode load than
+planned."""
 
 ERROR_BUDGET = 0.01
 """``--error-budget``'s default: the share of client requests that may fail other than with HTTP 429 before a step is

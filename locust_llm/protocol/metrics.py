@@ -104,6 +104,7 @@ class RequestResult:
     token_ns: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    max_tokens: int = 0  # the max_tokens it asked for (0: not known)
     tokens_estimated: bool = False
     finish_reason: str | None = None
     retry_after_s: float | None = None

@@ -144,6 +144,25 @@ def _trust_lines(summary: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _output_lines(summary: dict[str, Any]) -> list[str]:
+    """The steps whose model stopped early (``summary.output_length``): they offered less decode load than asked."""
+    lengths = summary.get("output_length") or {}
+    short = lengths.get("short_steps") or []
+    if not short:
+        return []
+    where = ", ".join(f"{load_text(summary, s['load'])} ({s['ratio']:.2f})" for s in short)
+    if any((lengths.get("exact") or {}).values()):
+        advice = "; they were asked for exact lengths, which the server ignored"
+    elif lengths.get("mode") == "auto":
+        advice = "; the server does not honour min_tokens, so these are the model's own lengths"
+    else:
+        advice = "; --output-length auto asks for exact lengths where the server honours them"
+    return [
+        f"  output lengths: the server stopped early, under {lengths.get('short_below', 0.9):.0%} of the tokens "
+        f"asked at {where}: those steps offered less decode load than planned{advice}"
+    ]
+
+
 def console_summary(summary: dict[str, Any]) -> str:
     """A few plain lines: validity, the knees, the binding limit and the recommendation."""
     knee = summary["knee"]
@@ -212,6 +231,7 @@ def console_summary(summary: dict[str, Any]) -> str:
     if knee["provider_is_the_wall"]:
         lines.append("  the wall is the provider's rate limit (HTTP 429), not the model: raise the limit or add keys")
     lines += _trust_lines(summary)
+    lines += _output_lines(summary)
     lines += _route_lines(summary)
     traced = trace_text(summary)
     if traced:

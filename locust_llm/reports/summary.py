@@ -19,7 +19,7 @@ from locust_llm.measure.knee import knee_resamples, share_of
 from locust_llm.measure.rows import RouteBook, StepRow, series
 from locust_llm.measure.sla import Prices, Sla
 from locust_llm.measure.stats import STEADY, StatsTable, StepStats
-from locust_llm.measure.thresholds import ERROR_BUDGET
+from locust_llm.measure.thresholds import ERROR_BUDGET, OUTPUT_SHORT
 from locust_llm.reports.analysis import RATE_KEYS, Analysis, analyze
 from locust_llm.reports.chain import route_prices, routes_summary
 from locust_llm.reports.diagnosis import diagnose
@@ -99,6 +99,18 @@ def verdict_steps(rows: Sequence[Mapping[str, Any]], rests_on: dict[str, float |
     return out
 
 
+def output_length(rows: Sequence[Mapping[str, Any]], asked: Mapping[str, Any] | None) -> dict[str, Any]:
+    """How the run asked for output lengths (``--output-length``, and where it was exact), and the steps whose
+    successful requests got less than :data:`OUTPUT_SHORT` of the tokens they asked for: the model stopped early, so
+    the step offered less decode load than planned."""
+    short = [
+        {"step": r["step"], "load": _load(r), "ratio": float(r["output_tokens_ratio"])}
+        for r in rows
+        if r.get("output_tokens_ratio") not in (None, "") and float(r["output_tokens_ratio"]) < OUTPUT_SHORT
+    ]
+    return {**(asked or {}), "short_steps": short, "short_below": OUTPUT_SHORT}
+
+
 def _primary(run: LoadedRun) -> str:
     """The model with the most requests; with ``--routes`` the primary route of the most weight."""
     primaries = ((run.run_meta.get("settings") or {}).get("routes") or {}).get("primary") or {}
@@ -175,6 +187,7 @@ def build_summary(run: LoadedRun, sla: Sla, prices: Prices, error_budget: float 
             **trace_capacity(primary_analysis, (run.run_meta.get("settings") or {}).get("trace"), sla.given),
         },
         "verdicts": verdicts,
+        "output_length": output_length(primary_rows, run.run_meta.get("output_length")),
         "diagnosis": diagnose(primary_rows, primary_analysis),
         **({"routes": routes_summary(run.steps, settings["routes"], primary)} if settings.get("routes") else {}),
         "analyses": {m: a.as_dict() for m, a in analyses.items()},

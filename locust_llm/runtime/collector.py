@@ -41,19 +41,6 @@ REPORT_KEY = "locust_llm"
 WORKER_COUNTS = ("requests", "ok", "completion_tokens")  # per worker (_llm_workers.csv); the rest only merged
 
 
-def _step_data(mark: Any, elapsed_ns: int, holds: dict[str, int], dropped: list[str]) -> dict[str, Any]:
-    return {
-        "step": mark.step,
-        "users": mark.users,
-        "warmup_ns": mark.warmup_ns,
-        "elapsed_ns": elapsed_ns,
-        "rate": mark.rate,
-        "processes": mark.processes,
-        "holds": holds,
-        "dropped": dropped,
-    }
-
-
 class Collector:
     def __init__(self, environment: Any, role: str) -> None:
         self.environment = environment
@@ -85,6 +72,7 @@ class Collector:
         preflight was given. A master passes the time left with each step message."""
         self.dropped_routes: list[str] = []
         """Routes the preflight found down and ``--routes-allow-down`` dropped; a master passes them on too."""
+        self.exact_lengths: dict[str, bool] = {}  # per model (route): --output-length as resolved; passed on too
         self.repeat_of: dict[int, int] = {}  # step -> its pass over the plan (--repeats); 1 when not given
         self._stalls: list[tuple[int, int]] = []  # (at ns, lateness ns) of the loop watchdog, filed with the rest
         self.loop_watch = LoopWatch(lambda at_ns, late_ns: self._stalls.append((at_ns, late_ns)))
@@ -120,6 +108,7 @@ class Collector:
         self.began_ns = self.ended_ns = None
         self.holds = {}
         self.dropped_routes = []
+        self.exact_lengths = {}
         self.closed = False
         if self._greenlet is None:
             self._greenlet = gevent.spawn(self._sample_loop)
@@ -199,7 +188,7 @@ class Collector:
             self.began_ns = now
         mark = self.timeline.begin(step, users, now, warmup_ns, rate, processes)
         if self.role == "master":
-            self._send(STEP_MESSAGE, _step_data(mark, 0, self._holds_left(now), self.dropped_routes))
+            self._send(STEP_MESSAGE, self._step_data(mark, 0, now))
 
     def stop(self) -> None:
         """The run was stopped before its shape ended: its current step is partial."""
@@ -228,8 +217,22 @@ class Collector:
         if mark is None:
             return
         now = time.perf_counter_ns()
-        data = _step_data(mark, now - mark.began_ns, self._holds_left(now), self.dropped_routes)
+        data = self._step_data(mark, now - mark.began_ns, now)
         self._send(STEP_MESSAGE, data, client_id)
+
+    def _step_data(self, mark: Any, elapsed_ns: int, now: int) -> dict[str, Any]:
+        """A step message: the step, and this run's holds, dropped routes and resolved output lengths."""
+        return {
+            "step": mark.step,
+            "users": mark.users,
+            "warmup_ns": mark.warmup_ns,
+            "elapsed_ns": elapsed_ns,
+            "rate": mark.rate,
+            "processes": mark.processes,
+            "holds": self._holds_left(now),
+            "dropped": self.dropped_routes,
+            "exact": self.exact_lengths,
+        }
 
     def _holds_left(self, now: int) -> dict[str, int]:
         return {name: until - now for name, until in self.holds.items() if until > now}
@@ -244,6 +247,7 @@ class Collector:
         for name, left in (data.get("holds") or {}).items():
             self.holds[name] = max(self.holds.get(name, 0), now + int(left))
         self.dropped_routes = list(data.get("dropped") or [])  # the master's list for this run, whole
+        self.exact_lengths = dict(data.get("exact") or {})
         self.timeline.begin(
             int(data["step"]),
             int(data["users"]),

@@ -112,13 +112,15 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
         "role": run.role,
         "versions": {"locust": locust.__version__, "locust_llm": __version__},
         "totals": totals(run),
+        "output_length": {"mode": config.workload.output_length, "exact": dict(run.collector.exact_lengths)},
     }
     if run.search is not None:
         meta["search"] = run.search
     if run.sim is not None and run.sim.url:
         ok = sum(r["ok"] for r in step_rows)
         prompt = round(sum(r["prompt_tokens"] for r in step_rows) / ok) if ok else 0
-        meta["simulator"] = run.sim.truth(run.model, prompt, config.max_tokens.mean, **shared_prefix(config))
+        exact = {"min_tokens": config.max_tokens.mean} if run.collector.exact_lengths.get(run.model) else {}
+        meta["simulator"] = run.sim.truth(run.model, prompt, config.max_tokens.mean, **shared_prefix(config), **exact)
         if config.rates and config.trace is None:  # a search's truth at each rate it probed (not a trace's arrivals)
             probed = sorted({p["load"] for p in run.search["probes"]}) if run.search else config.rates
             meta["simulator"]["open_loop"] = [
@@ -129,6 +131,7 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
                     rate=rate,
                     arrivals=config.arrivals.describe(),
                     seed=str(config.seed or 0),
+                    **exact,
                 )
                 for rate in probed
             ]

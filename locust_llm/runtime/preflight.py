@@ -1,7 +1,8 @@
 """The preflight request: one request to the endpoint (to each route) before any load, on the master or alone.
 
 A systematic failure (HTTP 400/401/403/404, refused, DNS, TLS) stops the run with one line naming what to fix; any
-other failure is reported. A Retry-After it is given holds every user's first request there, under ``honor``.
+other failure is reported. A Retry-After it is given holds every user's first request there, under ``honor``. With
+``--output-length auto`` a second request asks whether it honours ``min_tokens``.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import logging
 import random
 import time
+from collections.abc import Callable
 
 from geventhttpclient import HTTPClient
 from geventhttpclient.url import URL
@@ -16,15 +18,19 @@ from geventhttpclient.url import URL
 from locust_llm.config.routes import Route
 from locust_llm.config.tls import client_kwargs
 from locust_llm.http.stream import run_stream
-from locust_llm.protocol.metrics import SYSTEMATIC
+from locust_llm.protocol.metrics import SYSTEMATIC, RequestResult
 from locust_llm.protocol.retry import RETRYABLE
 from locust_llm.runtime.run import LLMRun
+from locust_llm.workload.prompts import Message
 
 __all__ = ["PREFLIGHT_TIMEOUT_S", "preflight"]
 
 logger = logging.getLogger("locust_llm")
 
 PREFLIGHT_TIMEOUT_S = 30.0
+PROBE_TOKENS = 48
+PROBE_PROMPT = "Answer with one word: is the sky blue?"
+"""``--output-length auto``'s question: a one-word answer, asked for :data:`PROBE_TOKENS` tokens at least."""
 
 
 def preflight(run: LLMRun) -> str | None:
@@ -55,17 +61,12 @@ def preflight(run: LLMRun) -> str | None:
 
 
 def _send(run: LLMRun, host: str, name: str, route: Route | None) -> str | None:
-    """One preflight request to ``host`` (a route's key only to its own); the message that stops the run, or None."""
+    """One preflight request to ``host`` (a route's key only to its own); the message that stops the run, or None.
+    Then ``--output-length`` is resolved for ``name`` (:func:`_exact_lengths`)."""
     config = run.require_config()
     url = URL(host + "/chat/completions")
     timeout_s = min(PREFLIGHT_TIMEOUT_S, config.request_timeout_s)
     messages, max_tokens = config.workload.messages(random.Random(config.seed))
-    if route is None:
-        body = config.workload.body(run.model, messages, max_tokens)
-    else:
-        body = config.workload.body(
-            route.model, messages, min(max_tokens, route.max_tokens or max_tokens), route.extra_body
-        )
     http = HTTPClient.from_url(
         url,
         concurrency=1,
@@ -73,17 +74,37 @@ def _send(run: LLMRun, host: str, name: str, route: Route | None) -> str | None:
         network_timeout=None,
         **client_kwargs(config.tls if route is None else route.tls, run.proxy(host)),
     )
-    try:
-        result = run_stream(
+    headers = config.request_headers("locust-llm preflight", route)
+
+    def send(messages: list[Message], max_tokens: int, exact: bool) -> RequestResult:
+        model, extra = (run.model, None) if route is None else (route.model, route.extra_body)
+        if route is not None:
+            max_tokens = min(max_tokens, route.max_tokens or max_tokens)
+        body = config.workload.body(model, messages, max_tokens, extra, exact)
+        return run_stream(
             http,
             url.request_uri,
             body,
-            config.request_headers("locust-llm preflight", route),
+            headers,
             model=name,
             timeout_s=timeout_s,
             intended_ns=time.perf_counter_ns(),
             secrets=config.secrets,
         )
+
+    try:
+        mode = config.workload.output_length
+        result = send(messages, max_tokens, mode == "exact")
+        if result.ok or mode != "auto":
+            run.collector.exact_lengths[name] = _exact_lengths(mode, host, send if mode == "auto" else None)
+        else:
+            if result.cause not in SYSTEMATIC:  # a systematic failure stops the run: nothing to warn of
+                logger.warning(
+                    "locust-llm: --output-length auto: could not ask %s whether it honours min_tokens (the preflight "
+                    "request failed); output lengths are a cap (max_tokens only)",
+                    host,
+                )
+            run.collector.exact_lengths[name] = False
     finally:
         http.close()
     if result.status in RETRYABLE and result.retry_after_s is not None:
@@ -97,3 +118,28 @@ def _send(run: LLMRun, host: str, name: str, route: Route | None) -> str | None:
         return f"the first request to {host} failed: {SYSTEMATIC[result.cause]}; the server said: {result.error}"
     logger.warning("locust-llm: the preflight request to %s failed (%s); starting the run anyway", host, result.error)
     return None
+
+
+def _exact_lengths(mode: str, host: str, send: Callable[[list[Message], int, bool], RequestResult] | None) -> bool:
+    """Whether requests to ``host`` ask for ``max_tokens`` exactly: ``exact`` yes, ``cap`` no; ``auto`` (``send``
+    given) asks once for a one-word answer of at least :data:`PROBE_TOKENS` tokens, and is exact when the server
+    gives them all. A server that refuses the fields or stops early gets ``cap``, with one warning saying why."""
+    if send is None:
+        return mode == "exact"
+    probe = send([{"role": "user", "content": PROBE_PROMPT}], PROBE_TOKENS, True)
+    if probe.ok and probe.completion_tokens >= PROBE_TOKENS:
+        logger.info("locust-llm: %s honours min_tokens: output lengths are exact (--output-length auto)", host)
+        return True
+    why = (
+        f"it stopped at {probe.completion_tokens} of {PROBE_TOKENS} tokens"
+        if probe.ok
+        else f"it refused the request ({probe.error})"
+    )
+    logger.warning(
+        "locust-llm: %s does not honour min_tokens/ignore_eos (%s): output lengths are a cap, max_tokens only, and a "
+        "model that stops early offers less decode load than asked (see output_tokens_ratio; --output-length cap "
+        "skips this check)",
+        host,
+        why,
+    )
+    return False

@@ -142,6 +142,13 @@ SIM_FLAGS: tuple[Flag, ...] = (
         "meanwhile gets no answer.",
         _number(float),
     ),
+    _sim_flag(
+        "--min-tokens",
+        "honour",
+        "How requests' min_tokens and ignore_eos are taken: honour (as vLLM), ignore (no effect) or reject (HTTP 400, "
+        "as OpenAI).",
+        lambda text, flag: parse_choice(text, flag, ("honour", "ignore", "reject")),
+    ),
     _sim_flag("--stall-s", "600", "How long a 'stall' fault holds.", _number(float)),
     _sim_flag(
         "--metrics-omit",
@@ -231,6 +238,7 @@ def config_from_args(args: argparse.Namespace) -> SimConfig:
         close_delay_s=v["close_delay_ms"] / 1000.0,
         stall_s=v["stall_s"],
         metrics_omit=v["metrics_omit"],
+        min_tokens=v["min_tokens"],
     )
 
 

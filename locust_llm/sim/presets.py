@@ -66,6 +66,7 @@ class SimConfig:
     close_delay_s: float = 0.0
     stall_s: float = 600.0
     metrics_omit: tuple[str, ...] = ()  # gauges /metrics leaves out (a server without them: TGI has no KV gauge)
+    min_tokens: str = "honour"  # min_tokens and ignore_eos: honour (vLLM), ignore (no effect) or reject (HTTP 400)
 
     def __post_init__(self) -> None:
         if not self.models:

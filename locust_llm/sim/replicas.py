@@ -303,12 +303,25 @@ class ModelRuntime:
             self.limiter.release(stream.key)
             stream.key = ""
 
-    def output_tokens(self, seq_id: int, max_tokens: int) -> int:
+    def output_tokens(self, seq_id: int, max_tokens: int, min_tokens: int = 0) -> int:
+        """The request's output length: drawn in ``[output_fraction * max_tokens, max_tokens]`` (where the model
+        would stop by itself), and at least ``min_tokens`` (the request's minimum, where this server honours it)."""
         fraction = self.spec.output_fraction
-        if fraction >= 1.0:
+        if fraction >= 1.0 or min_tokens >= max_tokens:
             return max_tokens
         low = max(1, round(fraction * max_tokens))
-        return random.Random(self.seed * 7_777_777 + seq_id).randint(low, max_tokens)
+        return max(min_tokens, random.Random(self.seed * 7_777_777 + seq_id).randint(low, max_tokens))
+
+    def mean_output(self, max_tokens: int, min_tokens: int = 0) -> int:
+        """The mean of :meth:`output_tokens` over requests asking for ``max_tokens``, at least ``min_tokens``."""
+        fraction = self.spec.output_fraction
+        if not min_tokens:
+            return round((1 + fraction) / 2 * max_tokens)
+        if fraction >= 1.0 or min_tokens >= max_tokens:
+            return max_tokens
+        low = max(1, round(fraction * max_tokens))
+        m = max(low, min_tokens)  # E[max(X, m)], X uniform on the integers low..max_tokens
+        return round(((m - low) * m + (m + max_tokens) * (max_tokens - m + 1) / 2) / (max_tokens - low + 1))
 
     def stats(self) -> dict[str, Any]:
         engines = [r.engine for r in self.replicas]
@@ -346,23 +359,35 @@ class ModelRuntime:
         return out
 
     def open_loop_truth(
-        self, rate: float, arrivals: Arrivals, seed: str, prompt: int | None, max_tokens: int | None
+        self,
+        rate: float,
+        arrivals: Arrivals,
+        seed: str,
+        prompt: int | None,
+        max_tokens: int | None,
+        min_tokens: int = 0,
     ) -> dict[str, Any]:
         """What an open loop of ``rate`` should see (:func:`~locust_llm.sim.truth.open_loop_truth`): the rate shared
         evenly by the replicas, each a fresh engine, outputs of the mean length."""
         prompt = prompt or REFERENCE_WORKLOAD["prompt_tokens"]
-        mean_output = round((1 + self.spec.output_fraction) / 2 * (max_tokens or REFERENCE_WORKLOAD["max_tokens"]))
+        mean_output = self.mean_output(max_tokens or REFERENCE_WORKLOAD["max_tokens"], min_tokens)
         truth = open_loop_truth(self._engine(), rate / self.spec.replicas, arrivals, seed, prompt, mean_output)
         return {**truth, "rate_req_s": rate}
 
     def truth(
-        self, users: int | None = None, prompt: int | None = None, max_tokens: int | None = None, prefix: int = 0
+        self,
+        users: int | None = None,
+        prompt: int | None = None,
+        max_tokens: int | None = None,
+        prefix: int = 0,
+        min_tokens: int = 0,
     ) -> dict[str, Any]:
         """The analytic truth (:mod:`~locust_llm.sim.truth`) for a workload; ``prefix``: the tokens of a shared,
-        cached prefix every prompt starts with (a system prompt this server caches)."""
+        cached prefix every prompt starts with (a system prompt this server caches); ``min_tokens``: each request's
+        minimum output, where the server honours it."""
         prompt = prompt or REFERENCE_WORKLOAD["prompt_tokens"]
         max_tokens = max_tokens or REFERENCE_WORKLOAD["max_tokens"]
-        mean_output = round((1 + self.spec.output_fraction) / 2 * max_tokens)
+        mean_output = self.mean_output(max_tokens, min_tokens)
         spec = self.spec
         reasoning = min(spec.reasoning_tokens, mean_output - 1)
         out: dict[str, Any] = {

@@ -6,6 +6,7 @@ It also counts the prompt's tokens (:mod:`locust_llm.protocol.tokens`) and lists
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,16 +43,44 @@ class ChatRequest:
     lookups: tuple[tuple[str, int], ...] = ()
     history: tuple[str, int] | None = None  # (key, tokens) of the whole request, in auto mode
     inserts: tuple[tuple[str, int], ...] = ()  # auto mode: every message boundary's key, with its message's tokens
+    min_tokens: int = 0  # the output it must reach: min_tokens, or all of max_tokens with ignore_eos (when honoured)
 
 
-def parse_chat_request(raw: bytes, contexts: Mapping[str, int], prefix_mode: str = "auto") -> ChatRequest:
-    """The request in ``raw``; ``contexts`` maps each served model to its context size. Raises :class:`BadRequest`."""
+def parse_chat_request(
+    raw: bytes, contexts: Mapping[str, int], prefix_mode: str = "auto", min_tokens_mode: str = "honour"
+) -> ChatRequest:
+    """The request in ``raw``; ``contexts`` maps each served model to its context size; ``min_tokens_mode`` how
+    ``min_tokens`` and ``ignore_eos`` are taken (:func:`_min_tokens`). Raises :class:`BadRequest`."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
         raise BadRequest("We could not parse the JSON body of your request.") from None
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
+    chat = _parse(body, contexts, prefix_mode)
+    if "min_tokens" not in body and "ignore_eos" not in body:
+        return chat
+    minimum = _min_tokens(body, chat.max_tokens, min_tokens_mode)
+    return dataclasses.replace(chat, min_tokens=minimum) if minimum else chat
+
+
+def _min_tokens(body: dict[str, Any], max_tokens: int, mode: str) -> int:
+    """The output a request must reach: ``honour`` as vLLM (``ignore_eos`` runs to ``max_tokens``), ``ignore`` none,
+    ``reject`` an HTTP 400 naming the field, as OpenAI answers an argument it does not know."""
+    given = [name for name in ("min_tokens", "ignore_eos") if name in body]
+    if not given or mode == "ignore":
+        return 0
+    if mode == "reject":
+        raise BadRequest(f"Unrecognized request argument supplied: {given[0]}", given[0])
+    minimum, ignore_eos = body.get("min_tokens", 0), body.get("ignore_eos", False)
+    if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0:
+        raise BadRequest(f"Invalid 'min_tokens': must be an integer >= 0, got {minimum!r}.", "min_tokens")
+    if not isinstance(ignore_eos, bool):
+        raise BadRequest(f"Invalid 'ignore_eos': must be a boolean, got {ignore_eos!r}.", "ignore_eos")
+    return max_tokens if ignore_eos else min(minimum, max_tokens)
+
+
+def _parse(body: dict[str, Any], contexts: Mapping[str, int], prefix_mode: str) -> ChatRequest:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
         raise BadRequest("'messages' is a required property and must be a non-empty array of objects.", "messages")

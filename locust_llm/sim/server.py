@@ -125,7 +125,7 @@ class SimServer:
         body = await request.read()
         self._catch_up()
         try:
-            chat = parse_chat_request(body, self._contexts, self.prefix_mode)
+            chat = parse_chat_request(body, self._contexts, self.prefix_mode, self.config.min_tokens)
         except BadRequest as exc:
             return self._answer(None, _bad_request(exc))
         runtime = self.models[chat.model]
@@ -160,7 +160,7 @@ class SimServer:
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         seq_id = next(self._seq)
-        output = runtime.output_tokens(seq_id, chat.max_tokens)
+        output = runtime.output_tokens(seq_id, chat.max_tokens, chat.min_tokens)
         seq = SeqRequest(
             seq_id, chat.prompt_tokens, output, chat.prefix_key, chat.prefix_tokens, chat.lookups, chat.inserts
         )
@@ -292,6 +292,7 @@ class SimServer:
             users = int(q.get("users", "0"))
             prompt = int(q.get("prompt_tokens", "0")) or None
             max_tokens = int(q.get("max_tokens", "0")) or None
+            min_tokens = int(q.get("min_tokens", "0")) if self.config.min_tokens == "honour" else 0
             rate = float(q.get("rate", "0"))
             prefix = int(q.get("prefix_tokens", "0"))
             marked = q.get("prefix_marked", "0") == "1"
@@ -299,15 +300,16 @@ class SimServer:
         except ValueError as exc:
             return _error(
                 400,
-                f"users, prompt_tokens, max_tokens and prefix_tokens must be integers, rate a number: {exc}",
+                f"users, prompt_tokens, max_tokens, min_tokens and prefix_tokens must be integers, rate a number: "
+                f"{exc}",
                 "invalid_request_error",
             )
         runtime = self.models[name]
         if rate > 0:  # an open loop: replayed through a fresh engine (CPU-bound, once per run)
-            truth = runtime.open_loop_truth(rate, arrivals, q.get("seed", "0"), prompt, max_tokens)
+            truth = runtime.open_loop_truth(rate, arrivals, q.get("seed", "0"), prompt, max_tokens, min_tokens)
             return web.json_response(truth)
         shared = prefix if self.prefix_mode == "auto" or (self.prefix_mode == "hint" and marked) else 0
-        return web.json_response(runtime.truth(users or None, prompt, max_tokens, shared))
+        return web.json_response(runtime.truth(users or None, prompt, max_tokens, shared, min_tokens))
 
 
 def _api_key(request: web.Request) -> str:

@@ -114,6 +114,11 @@ class LLMUserMixin:
         result.turn = self.turn
         return result
 
+    def exact_lengths(self, endpoint: str) -> bool:
+        """Whether requests to ``endpoint`` (the primary model, or a route) ask for ``max_tokens`` exactly:
+        ``--output-length`` as the preflight resolved it (the master's, on a worker)."""
+        return self.llm.collector.exact_lengths.get(endpoint, self.workload.output_length == "exact")
+
     def think_time_s(self) -> float:
         """Seconds to wait after a request before the next one (closed loop): ``--think-time`` between the turns of a
         conversation, else 0."""

@@ -107,11 +107,12 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
     ) -> RequestResult:
         target = self._targets[model] if self._targets else self._target
         route = target.route
+        exact = self.exact_lengths(model if route is not None else self.llm.model)
         if route is None:
-            body = self.workload.body(model, messages, max_tokens)
+            body = self.workload.body(model, messages, max_tokens, None, exact)
         else:
-            cap = route.max_tokens
-            body = self.workload.body(route.model, messages, min(max_tokens, cap or max_tokens), route.extra_body)
+            max_tokens = min(max_tokens, route.max_tokens or max_tokens)
+            body = self.workload.body(route.model, messages, max_tokens, route.extra_body, exact)
         started = 0
         for fresh in (False, True):
             result = run_stream(
@@ -136,6 +137,7 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
             intended_ns, started = result.end_ns, result.sent_ns
         target.warm = result.http_status != 0
         result.started_ns = started or result.sent_ns
+        result.max_tokens = max_tokens
         if result.tokens_estimated and not result.prompt_tokens:  # no usage from the server: estimated, only then
             result.prompt_tokens = estimate_prompt_tokens(messages)
         return result

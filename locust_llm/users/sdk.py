@@ -21,6 +21,7 @@ from locust_llm.protocol.metrics import RequestResult
 from locust_llm.protocol.sse import ANSWER_FIELDS, REASONING_FIELDS, parse_chunk
 from locust_llm.protocol.tokens import estimate_prompt_tokens
 from locust_llm.users.base import LLMUserMixin
+from locust_llm.workload.prompts import exact_fields
 
 __all__ = ["OpenAISdkUser"]
 
@@ -79,8 +80,11 @@ class OpenAISdkUser(LLMUserMixin, User):
         if route is not None:  # a route's own model, max_tokens cap and extra body
             extra_body = {**(extra_body or {}), **(route.extra_body or {})}
             max_tokens = min(max_tokens, route.max_tokens or max_tokens)
+        if self.exact_lengths(model if route is not None else self.llm.model):
+            extra_body = {**exact_fields(max_tokens), **(extra_body or {})}
         with Attempt(model, intended_ns, timeout_s, secrets, on_cut=on_cut) as attempt:
             result = attempt.result
+            result.max_tokens = max_tokens
             client.events = None
             result.wrote = True  # the SDK sends it inside create(): counted as sent from there
             try:

@@ -29,6 +29,7 @@ from locust_llm.workload.prompt_files import Prompt, load_prompt_file, load_prom
 
 __all__ = [
     "BUILTIN_TEMPLATES",
+    "EXACT_FIELDS",
     "Length",
     "Prompt",
     "PromptError",
@@ -37,6 +38,7 @@ __all__ = [
     "Workload",
     "chat_body",
     "estimate_prompt_tokens",
+    "exact_fields",
     "load_prompt_file",
     "load_prompts",
     "parse_length",
@@ -77,9 +79,21 @@ def synthetic_text(tokens: int, rng: random.Random) -> str:
     return " ".join(words)[: max(1, target - 1)]
 
 
-def chat_body(model: str, messages: Sequence[Message], max_tokens: int, extra: dict[str, Any] | None = None) -> bytes:
-    """The JSON body of a streamed chat completion that asks for a final ``usage`` chunk; ``extra`` is merged in, and
-    its ``null`` fields are left out (``{"stream_options": null}`` for a server that refuses the field)."""
+EXACT_FIELDS = ("min_tokens", "ignore_eos")
+"""What asks for ``max_tokens`` exactly (``--output-length exact``): vLLM and SGLang honour ``min_tokens``, llama.cpp
+``ignore_eos``; both are sent, and ``--extra-body`` may set either to ``null`` to leave it out."""
+
+
+def exact_fields(max_tokens: int) -> dict[str, Any]:
+    return {"min_tokens": max_tokens, "ignore_eos": True}
+
+
+def chat_body(
+    model: str, messages: Sequence[Message], max_tokens: int, extra: dict[str, Any] | None = None, exact: bool = False
+) -> bytes:
+    """The JSON body of a streamed chat completion that asks for a final ``usage`` chunk (and, ``exact``, for
+    ``max_tokens`` exactly: :data:`EXACT_FIELDS`); ``extra`` is merged in, and its ``null`` fields are left out
+    (``{"stream_options": null}`` for a server that refuses the field)."""
     body: dict[str, Any] = {
         "model": model,
         "messages": list(messages),
@@ -87,6 +101,8 @@ def chat_body(model: str, messages: Sequence[Message], max_tokens: int, extra: d
         "stream": True,
         "stream_options": {"include_usage": True},
     }
+    if exact:
+        body.update(exact_fields(max_tokens))
     for key, value in (extra or {}).items():
         if value is None:
             body.pop(key, None)
@@ -100,6 +116,7 @@ class Workload:
     """How each request's messages and ``max_tokens`` are made (module docstring); immutable and shared."""
 
     max_tokens: Length = Length(128)  # noqa: RUF009 (frozen)
+    output_length: str = "auto"  # --output-length: exact, cap or auto (resolved per endpoint at the preflight)
     prompts: tuple[Prompt, ...] = ()
     input_tokens: Length | None = None
     system_prompt: str | None = None
@@ -118,6 +135,7 @@ class Workload:
             "prompts": len(self.prompts) or None,
             "input_tokens": None if self.input_tokens is None else [self.input_tokens.mean, self.input_tokens.stddev],
             "max_tokens": [self.max_tokens.mean, self.max_tokens.stddev],
+            "output_length": self.output_length,
             "system_prompt": self.system_prompt is not None,
             "cache_control": self.cache_control,
             "salted": self.salted,
@@ -173,9 +191,14 @@ class Workload:
         return self.turns.high > 1
 
     def body(
-        self, model: str, messages: Sequence[Message], max_tokens: int, route_extra: Mapping[str, Any] | None = None
+        self,
+        model: str,
+        messages: Sequence[Message],
+        max_tokens: int,
+        route_extra: Mapping[str, Any] | None = None,
+        exact: bool = False,
     ) -> bytes:
         """The request body of ``messages`` for ``model`` (the same messages go to every fallback model); a route's
-        own ``extra_body`` is merged over ``--extra-body``."""
+        own ``extra_body`` is merged over ``--extra-body``; ``exact``: ask for ``max_tokens`` exactly."""
         extra = {**(self.extra_body or {}), **route_extra} if route_extra else self.extra_body
-        return chat_body(model, messages, max_tokens, extra)
+        return chat_body(model, messages, max_tokens, extra, exact)

@@ -1,7 +1,7 @@
 """Every request the server answered is in Locust's own statistics at the end, or counted apart as cut by the stop.
 
 Against a plain streaming server (a valid stream with ``[DONE]``, ~25 ms long) that counts what it receives: the
-server's count of requests, less the preflight, equals the ``E2E`` rows' count in ``{prefix}_stats.csv`` (Locust's
+server's count of requests, less the preflight's, equals the ``E2E`` rows' count in ``{prefix}_stats.csv`` (Locust's
 file, written by Locust) plus the attempts cut by the stop (``interrupted`` in ``{prefix}_llm_run.json``), exactly.
 Single process and ``--processes 2`` (a master and two workers), on both paths, and with ``--run-time``.
 """
@@ -12,7 +12,7 @@ from functools import partial
 
 import pytest
 
-from tests.support.procs import at_once, clean_env, free_port, read_csv, run_locust, server
+from tests.support.procs import PREFLIGHT_REQUESTS, at_once, clean_env, free_port, read_csv, run_locust, server
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
@@ -46,7 +46,7 @@ def accounted(tmp_path, *extra, mode="ok"):
             cwd=tmp_path,
             env=clean_env(),
         )
-        received = seen_requests(url) - 1  # the preflight is no measured request
+        received = seen_requests(url) - PREFLIGHT_REQUESTS  # no measured requests
     e2e = sum(int(r["Request Count"]) for r in read_csv(tmp_path / "run_stats.csv") if r["Type"] == "E2E")
     totals = json.loads((tmp_path / "run_llm_run.json").read_text())["totals"]
     return proc, received, e2e, totals
@@ -132,7 +132,7 @@ def test_a_run_stopped_from_the_web_ui_loses_nothing(tmp_path):
                 time.sleep(0.3)
             fetch(base + "/stop", {})
             wait_for(base, "finished")
-        received = seen_requests(url) - 1  # the preflight is no measured request
+        received = seen_requests(url) - PREFLIGHT_REQUESTS  # no measured requests
     e2e = sum(int(r["Request Count"]) for r in read_csv(tmp_path / "run_stats.csv") if r["Type"] == "E2E")
     totals = json.loads((tmp_path / "run_llm_run.json").read_text())["totals"]
     assert received == e2e + totals["interrupted"] and e2e >= 20, (received, e2e, totals)

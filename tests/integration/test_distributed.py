@@ -12,7 +12,17 @@ import pytest
 from locust_llm.measure import shards
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.stats import STEADY, StatsKey
-from tests.support.procs import accepted, at_once, distributed_run, free_port, read_csv, run_locust, server, sim
+from tests.support.procs import (
+    PREFLIGHT_REQUESTS,
+    accepted,
+    at_once,
+    distributed_run,
+    free_port,
+    read_csv,
+    run_locust,
+    server,
+    sim,
+)
 from tests.support.truth import assert_pacing_truth
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
@@ -143,10 +153,10 @@ def test_nothing_lost_nothing_counted_twice(runs):
         assert int(row["completion_tokens"]) == sum(int(w["completion_tokens"]) for w in shares)
         assert row["workers"] == "2" and row["valid"] == "True", row
     # every request the simulator answered was recorded by exactly one worker (all phases, incl. the drain), but
-    # for the master's preflight request, which is not part of the measurement
-    assert sum(int(w["requests"]) for w in workers) == served["finished"] - 1 > 0
+    # for the master's preflight requests, which are not part of the measurement
+    assert sum(int(w["requests"]) for w in workers) == served["finished"] - PREFLIGHT_REQUESTS > 0
     locust_e2e = next(r for r in read_csv(path / "run_stats.csv") if r["Type"] == "E2E")
-    assert int(locust_e2e["Request Count"]) == served["finished"] - 1
+    assert int(locust_e2e["Request Count"]) == served["finished"] - PREFLIGHT_REQUESTS
     assert served["cancelled"] == 0
 
 

@@ -20,7 +20,17 @@ import pytest
 
 from tests.integration.test_report_browser import chromium, headless
 from tests.integration.test_web_ui import fetch, wait_for, web_ui
-from tests.support.procs import LOCUSTFILE, accepted, at_once, clean_env, free_port, read_csv, run_locust, sim
+from tests.support.procs import (
+    LOCUSTFILE,
+    PREFLIGHT_REQUESTS,
+    accepted,
+    at_once,
+    clean_env,
+    free_port,
+    read_csv,
+    run_locust,
+    sim,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -212,7 +222,7 @@ def test_the_fallback_moves_exactly_the_refused_share_and_each_key_stays_on_its_
     assert set(capped["requests_by_key"]) == {fingerprint(KEYS["KEY_CAPPED"])}
     assert set(local["requests_by_key"]) == {fingerprint(KEYS["KEY_LOCAL"])}
     refused = capped["requests_by_status"].get("429", 0)
-    moved = sum(local["requests_by_status"].values()) - 1  # less its preflight
+    moved = sum(local["requests_by_status"].values()) - PREFLIGHT_REQUESTS  # less its preflight's
     assert refused > 0
     # retry_policy none: every refusal goes to the fallback at once, and only a refusal does; a user stopped between
     # a refusal and its fallback (at most one per user, at the end) is the only slack

@@ -14,7 +14,7 @@ from functools import partial
 
 import pytest
 
-from tests.support.procs import at_once, free_port, read_csv, run_locust, sim
+from tests.support.procs import PREFLIGHT_REQUESTS, at_once, free_port, read_csv, run_locust, sim
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
@@ -221,9 +221,9 @@ def test_workers_split_the_trace_so_that_each_entry_is_sent_once_per_step(runs):
     proc, out, served = runs["workers"]
     assert proc.returncode == 0, proc.stderr[-3000:]
     # speed 1 for 4 s: entries 0-19 (0.1 s, 0.3 s, ..., 3.9 s); speed 2: 25 entries in 2.5 s (0.05 s, ...,
-    # 2.45 s), then 0-14 again (2.55 s, ..., 3.95 s): 40; and the master's preflight request. None is due within
+    # 2.45 s), then 0-14 again (2.55 s, ..., 3.95 s): 40; and the master's preflight requests. None is due within
     # 50 ms of a boundary, where a worker hears of the step change a few milliseconds after the master made it
-    assert served["finished"] + served.get("cancelled", 0) == 20 + 40 + 1, served
+    assert served["finished"] + served.get("cancelled", 0) == 20 + 40 + PREFLIGHT_REQUESTS, served
     rows = read_csv(out / "run_llm_steps.csv")
     assert [r["workers"] for r in rows] == ["2", "2"]
 

@@ -57,6 +57,11 @@ longer than any test step's warm-up, which is what the lag rule protects. The ru
 (tests/unit/measure/test_health.py, tests/unit/runtime/test_collector.py), the generator's accuracy by the bench."""
 
 
+PREFLIGHT_REQUESTS = 2
+"""What a run sends to an endpoint before any load, in no measurement: the preflight request and, after it succeeded,
+``--output-length auto``'s one question whether the server honours ``min_tokens``."""
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("LOCUST_", "OPENAI_"))}
     env.update(TEST_VALIDITY)

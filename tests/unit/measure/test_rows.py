@@ -76,3 +76,15 @@ def test_the_providers_caps_per_step_are_the_largest_limit_and_the_least_left():
     assert (
         step_rows(table_with([ok(0, 100)]), [StepWindow(1, 4, 0.0, 10.0, 0.0)])[0]["ratelimit_limit_requests"] is None
     )
+
+
+def test_output_tokens_asked_and_got_count_successful_requests_that_said_what_they_asked():
+    """Two requests asked for 8 tokens and got 5 each; a failed one and one that did not say (0) are left out."""
+    asked = [ok(0, 100), ok(10, 120)]
+    for r in asked:
+        r.max_tokens = 8
+    failed = RequestResult("m", 0, 0, 50 * MS, outcome=Outcome.HTTP_429, max_tokens=8)
+    (row,) = step_rows(table_with([*asked, failed, ok(20, 90)]), [StepWindow(1, 4, 0.0, 10.0, 0.0)])
+    assert (row["output_tokens_asked"], row["output_tokens_got"], row["output_tokens_ratio"]) == (16, 10, 0.625)
+    (none,) = step_rows(table_with([ok(0, 100)]), [StepWindow(1, 4, 0.0, 10.0, 0.0)])
+    assert none["output_tokens_asked"] == 0 and none["output_tokens_ratio"] is None

@@ -134,3 +134,28 @@ def test_cli_truncated_summary(tmp_path, prefix):
     (tmp_path / "cut.json").write_text('{"schema": "locust-llm/summary", "version": 1, "model"')
     proc = cli("compare", str(tmp_path / "cut.json"), str(tmp_path / "cut.json"))
     assert proc.returncode == 2 and "is not valid JSON" in proc.stderr
+
+
+def test_steps_whose_model_stopped_early_are_named_with_what_they_got(prefix):
+    """Steps whose requests got under 90 % of the output tokens they asked for offered less decode load than planned:
+    the summary names them; a run that was not exact is told how to ask for exact lengths. A CSV from before the
+    columns existed names none."""
+    run = load_run(prefix)
+    assert build_summary(run, Sla(), Prices())["output_length"]["short_steps"] == []
+    run.run_meta["output_length"] = {"mode": "auto", "exact": {"m": False}}
+    for step, ratio in zip(run.steps, (0.75, 0.9, 1.0, 0.5, None), strict=True):
+        step["output_tokens_ratio"] = ratio
+    summary = build_summary(run, Sla(), Prices())
+    lengths = summary["output_length"]
+    assert [(s["step"], s["load"], s["ratio"]) for s in lengths["short_steps"]] == [(1, 8, 0.75), (4, 64, 0.5)]
+    assert lengths["mode"] == "auto" and lengths["exact"] == {"m": False}
+    text = console_summary(summary)
+    assert (
+        "  output lengths: the server stopped early, under 90% of the tokens asked at 8 users (0.75), 64 users (0.50): "
+        "those steps offered less decode load than planned; the server does not honour min_tokens, so these are the "
+        "model's own lengths" in text.splitlines()
+    )
+    run.run_meta["output_length"] = {"mode": "cap", "exact": {"m": False}}
+    assert "--output-length auto asks for exact lengths" in console_summary(build_summary(run, Sla(), Prices()))
+    run.run_meta["output_length"] = {"mode": "exact", "exact": {"m": True}}
+    assert "asked for exact lengths, which the server ignored" in console_summary(build_summary(run, Sla(), Prices()))

@@ -131,3 +131,15 @@ def test_a_null_field_of_the_extra_body_is_left_out_of_the_request():
     workload = Workload(extra_body={"stream_options": None, "top_k": 20, "absent": None})
     body = json.loads(workload.body("m", [{"role": "user", "content": "hi"}], 8))
     assert "stream_options" not in body and "absent" not in body and body["top_k"] == 20 and body["stream"] is True
+
+
+def test_exact_lengths_ask_for_a_minimum_the_extra_body_may_leave_out():
+    """``--output-length exact``: ``min_tokens`` (vLLM, SGLang) and ``ignore_eos`` (llama.cpp) ask for every token of
+    ``max_tokens``; ``--extra-body '{"ignore_eos": null}'`` leaves one out; cap sends neither."""
+    messages = [{"role": "user", "content": "hi"}]
+    exact = json.loads(Workload().body("m", messages, 24, None, exact=True))
+    assert exact["max_tokens"] == exact["min_tokens"] == 24 and exact["ignore_eos"] is True
+    capped = json.loads(Workload().body("m", messages, 24))
+    assert "min_tokens" not in capped and "ignore_eos" not in capped
+    left_out = json.loads(Workload(extra_body={"ignore_eos": None}).body("m", messages, 24, None, exact=True))
+    assert left_out["min_tokens"] == 24 and "ignore_eos" not in left_out
