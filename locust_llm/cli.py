@@ -180,7 +180,19 @@ def cmd_trace_synth(args: argparse.Namespace) -> int:
         if not (allowed and math.isfinite(value)):
             need = "between 0 and 1" if name == "--prefix-share" else ">= 0" if name == "--cv" else "> 0"
             return _fail("trace synth", f"{name} must be a number {need}, got {value:g}")
-    for line in synth(args.rate, args.minutes, args.cv, args.prefix_share, args.seed):
+    turns = None
+    if args.sessions:
+        low, _, high = args.turns.partition(":")
+        try:
+            turns = (int(low), int(high or low))
+        except ValueError:
+            turns = (0, 0)
+        if not 1 <= turns[0] <= turns[1]:
+            need = "N or LOW:HIGH whole numbers, 1 <= LOW <= HIGH"
+            return _fail("trace synth", f"--turns must be {need}, got {args.turns}")
+    if not (args.think_time_s >= 0 and math.isfinite(args.think_time_s)):
+        return _fail("trace synth", f"--think-time-s must be a number >= 0, got {args.think_time_s:g}")
+    for line in synth(args.rate, args.minutes, args.cv, args.prefix_share, args.seed, turns, args.think_time_s):
         print(json.dumps(line, separators=(",", ":")))
     return 0
 
@@ -288,7 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     synth = trace_sub.add_parser(
         "synth", help="Print a made-up trace (JSON Lines, Mooncake format): gaps, lengths and shared prefixes."
     )
-    synth.add_argument("--rate", type=float, default=4.0, help="Mean requests per second (default 4).")
+    synth.add_argument(
+        "--rate", type=float, default=4.0, help="Mean arrivals per second: requests, or sessions (default 4)."
+    )
     synth.add_argument("--minutes", type=float, default=5.0, help="How long the trace runs, minutes (default 5).")
     synth.add_argument(
         "--cv", type=float, default=1.0, help="Burstiness: the gaps' coefficient of variation (1 Poisson; default 1)."
@@ -300,6 +314,20 @@ def build_parser() -> argparse.ArgumentParser:
         help="Share of requests starting with one of 8 shared 2-block prefixes (default 0.5).",
     )
     synth.add_argument("--seed", type=int, default=1, help="Random seed: the same seed, the same trace (default 1).")
+    synth.add_argument(
+        "--sessions",
+        action="store_true",
+        help="Make each arrival a session (session_id, delay): later turns follow the answer and carry the history.",
+    )
+    synth.add_argument(
+        "--turns", default="2:6", help="With --sessions: turns per session, N or LOW:HIGH, uniform (default 2:6)."
+    )
+    synth.add_argument(
+        "--think-time-s",
+        type=float,
+        default=5.0,
+        help="With --sessions: mean think time before each later turn, seconds, exponential (default 5).",
+    )
     synth.set_defaults(func=cmd_trace_synth)
     stats = trace_sub.add_parser(
         "stats",

@@ -192,6 +192,11 @@ class RunConfig:
         """The limits of a step's validity (see :mod:`locust_llm.measure.health`)."""
         return Validity(self.max_generator_cpu_pct, self.max_sched_lag_ms, self.min_step_requests)
 
+    @property
+    def conversations(self) -> bool:
+        """Whether requests are turns of conversations (``--turns``, a prompt file's, or a trace's sessions)."""
+        return self.workload.conversations or bool(self.trace and self.trace.sessions)
+
     def trace_settings(self) -> dict[str, Any] | None:
         """The replayed trace for reports: its file, size, own rate and the speeds (never its text)."""
         if self.trace is None:
@@ -204,6 +209,7 @@ class RunConfig:
             "speeds": list(self.trace_speeds or ()),
             "offset_s": self.trace_offset_s,
             "prefixes": "the same in every pass" if self.trace_cache_across_steps else "fresh in each pass",
+            "sessions": len(self.trace.turns),
             "block_tokens": self.trace.block_tokens,
         }
 

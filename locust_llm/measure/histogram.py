@@ -2,9 +2,9 @@
 
 With ``u = value // unit`` and ``p`` bits of precision (10): below ``2**p`` each ``u`` has its own bucket; above,
 with ``e = u.bit_length() - p``, index ``= 2**(p-1) * e + (u >> e)``, so a bucket spans at most ``2**-(p-1)`` of its
-lower bound and its midpoint is within ``2**-p`` (0.1 %) of every value in it. Buckets are sparse; ``count``, ``sum``,
-``min`` and ``max`` are exact; merging adds counts, so it equals one histogram of all samples. ``quantile(q)`` is
-the nearest-rank sample ``ceil(q * count)``, as its bucket's midpoint clamped to ``[min, max]``.
+lower bound and its midpoint is within ``2**-p`` (0.1 %) of every value in it. ``count``, ``sum``, ``min`` and ``max``
+are exact; merging adds counts. ``quantile(q)`` is the nearest-rank sample, its bucket's midpoint within
+``[min, max]``.
 """
 
 from __future__ import annotations

@@ -117,6 +117,8 @@ class StepRow(TypedDict):
     in_flight_max: float | None
     dropped: int
     backlog_growth: int | None
+    sessions: int | None
+    turns: int | None
     output_tokens_asked: int
     output_tokens_got: int
     output_tokens_ratio: float | None
@@ -330,6 +332,8 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "dropped": c["dropped"],
         # arrivals that entered less client requests that ended, in the window: the rise of the in-flight count
         "backlog_growth": None if window.rate is None else c["arrivals"] - c["dropped"] - c["client_requests"],
+        "sessions": None if window.rate is None else c["sessions"],
+        "turns": None if window.rate is None else c["turns"],
         "output_tokens_asked": c["output_tokens_asked"],
         "output_tokens_got": c["output_tokens_got"],
         "output_tokens_ratio": (

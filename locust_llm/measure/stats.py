@@ -95,9 +95,11 @@ COUNTERS = (
     "secondary_prompt_tokens",
     "secondary_completion_tokens",
     "secondary_cached_tokens",
-    # open loop (see locust_llm.users.open_loop)
+    # open loop (see locust_llm.users.open_loop): arrivals (a session's every turn), sessions begun, turns ended
     "arrivals",
     "dropped",
+    "sessions",
+    "turns",
     # the server's metrics (see locust_llm.runtime.server_scraper)
     "server_scrapes",
     "server_scrape_failures",

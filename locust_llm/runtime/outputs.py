@@ -59,7 +59,7 @@ def rows(run: LLMRun) -> list[StepRow]:
 def conversation_rows(run: LLMRun) -> list[TurnRow]:
     """The per-turn rows of a run with conversations (``--turns``); none otherwise."""
     config = run.require_config()
-    if not config.workload.conversations:
+    if not config.conversations:
         return []
     collector = run.collector
     return turn_rows(collector.results(), collector.windows(config.validity))
@@ -75,7 +75,7 @@ def write_csvs(run: LLMRun) -> None:
     write_csv(steps_csv_path(prefix), COLUMNS, step_rows(table, windows, config.row_prices))
     hists = shards.dump(table, windows)
     write_text_atomic(histograms_path(prefix), json.dumps(hists, separators=(",", ":")))
-    if config.workload.conversations:
+    if config.conversations:
         write_csv(turns_csv_path(prefix), TURN_COLUMNS, turn_rows(table, windows))
     if run.role == "master":
         write_csv(workers_csv_path(prefix), WORKER_COLUMNS, run.collector.worker_rows())

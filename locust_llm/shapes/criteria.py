@@ -3,9 +3,8 @@
 Invalid: no row, an invalid row or no success. Past capacity: failures over the error budget
 (:mod:`locust_llm.measure.evidence`); for the knee also a sustained server queue or over ``CAP_SHARE`` of 429s.
 ``sla``: a pass when every limit holds; a limit is *near* within ``BORDERLINE`` of it, or 2 failures of the error
-limit. ``knee``: a probe is judged against the reference the search names, by the sweep's rule
-(:func:`locust_llm.measure.knee.threshold_ms`): a fail when the segment bends. Borderline: a near limit could flip
-the verdict. docs/methodology.md, "How a probe is judged".
+limit. ``knee``: judged against the search's reference by the sweep's rule
+(:func:`locust_llm.measure.knee.threshold_ms`). docs/methodology.md, "How a probe is judged".
 """
 
 from __future__ import annotations

@@ -1,11 +1,10 @@
 """The knee search: the sweep's latency knee (:mod:`locust_llm.measure.knee`), found in few probes. Pure; no clock.
 
-Each decision judges a *segment* between two probed loads ``a < b`` (the caller's criterion): ``b`` is past the knee
-when it bends or a probe is past capacity (that load), else flat. The start is judged against half its load (so it
-can answer below its start); the search walks the doubling ladder down while the lowest segment bends (the lowest load
-tried is flat by definition), up while the highest is flat (to the maximum), then bisects the first bending segment,
-each midpoint against the highest flat load, to the precision; the answer is that load. Borderline, invalid and
-budget rules are :mod:`locust_llm.shapes.search`'s. docs/methodology.md, "The capacity search".
+Each decision judges a *segment* between two probed loads ``a < b``: ``b`` is past the knee when it bends or a probe
+is past capacity, else flat. The start is judged against half its load (so it can answer below its start); the search
+walks the doubling ladder down while the lowest segment bends, up while the highest is flat (to the maximum), then
+bisects the first bending segment, each midpoint against the highest flat load, to the precision. Borderline, invalid
+and budget rules are :mod:`locust_llm.shapes.search`'s. docs/methodology.md, "The capacity search".
 """
 
 from __future__ import annotations

@@ -1,7 +1,6 @@
 """Parsing and validating one ``POST /v1/chat/completions`` body, answered as OpenAI's API answers. Pure.
 
-It also counts the prompt's tokens (:mod:`locust_llm.protocol.tokens`) and lists the prefixes a cache may hold
-(``lookups``, longest first).
+It also counts the prompt's tokens and lists the prefixes a cache may hold (``lookups``, longest first).
 """
 
 from __future__ import annotations

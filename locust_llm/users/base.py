@@ -75,7 +75,7 @@ class LLMUserMixin:
         seed = None if config.seed is None else f"{config.seed}:{worker}:{self.user_number}"
         self.rng = random.Random(seed)
         self.workload = config.workload
-        self.keep_reply = config.workload.conversations
+        self.keep_reply = config.conversations
         self.turn = 0
         self.flow = Flow(
             self._send_turn if self.keep_reply else self.send,
@@ -109,9 +109,9 @@ class LLMUserMixin:
         intended_ns: int,
         on_first_token: FirstToken | None,
     ) -> RequestResult:
-        """:meth:`send`, its result marked with the conversation's turn."""
+        """:meth:`send`, its result marked with the conversation's turn (in open loop, its session's)."""
         result = self.send(model, messages, max_tokens, intended_ns, on_first_token)
-        result.turn = self.turn
+        result.turn = self.turn if self.open_loop is None else getattr(self.open_loop.turn, "number", 0)
         return result
 
     def exact_lengths(self, endpoint: str) -> bool:

@@ -3,7 +3,8 @@
 The Mooncake format as it is: ``timestamp`` (ms), ``input_length`` or the text (``text_input``, ``messages``),
 optional ``output_length``, ``hash_ids`` (block ids: requests sharing leading ids share that prefix) and ``model``.
 Each *pass* over the trace (a step, each wrap) salts its prompts' first bytes: ``hash_ids`` share within a pass,
-never across passes, as in the real traffic (``--trace-cache-across-steps``: no salt).
+never across passes, as in the real traffic (``--trace-cache-across-steps``: no salt). Entries sharing a
+``session_id`` are one conversation: later turns follow the answer before by their ``delay`` ms.
 Docs: docs/workloads.md, "Replay your own traffic".
 """
 
@@ -39,6 +40,8 @@ class TraceEntry:
     output_length: int | None = None
     hash_ids: tuple[int, ...] = ()
     model: str | None = None
+    session: str | None = None  # session_id: the conversation it is a turn of
+    delay_s: float = 0.0  # a later turn: the think time after the answer to the turn before
 
 
 @dataclass(frozen=True)
@@ -47,16 +50,42 @@ class Trace:
     entries: tuple[TraceEntry, ...]
     block_tokens: int = 512
 
+    @functools.cached_property
+    def turns(self) -> dict[int, tuple[int, ...]]:
+        """Per session, its first entry's index -> its later entries' indexes, in order (module docstring)."""
+        first: dict[str, int] = {}
+        later: dict[int, list[int]] = {}
+        for i, entry in enumerate(self.entries):
+            if entry.session is None:
+                continue
+            if entry.session in first:
+                later[first[entry.session]].append(i)
+            else:
+                first[entry.session] = i
+                later[i] = []
+        return {start: tuple(rest) for start, rest in later.items()}
+
+    @functools.cached_property
+    def starts(self) -> tuple[int, ...]:
+        """The entries that arrive at their timestamps: every entry but a session's later turns."""
+        later = {i for rest in self.turns.values() for i in rest}
+        return tuple(i for i in range(len(self.entries)) if i not in later)
+
+    @property
+    def sessions(self) -> bool:
+        return bool(self.turns)
+
     @property
     def period_s(self) -> float:
-        """The trace's length as it repeats: from its first request to its last, plus one mean gap (a constant rate
-        ``r`` of ``n`` requests repeats every ``n / r``); one second for a single request, or several at once."""
-        n, span = len(self.entries), self.entries[-1].t_s - self.entries[0].t_s
+        """The trace's length as it repeats: from its first arrival to its last, plus one mean gap (a constant rate
+        ``r`` of ``n`` arrivals repeats every ``n / r``); one second for a single arrival, or several at once."""
+        starts = self.starts
+        n, span = len(starts), self.entries[starts[-1]].t_s - self.entries[starts[0]].t_s
         return span + span / (n - 1) if n > 1 and span > 0 else 1.0
 
     @property
     def rate_req_s(self) -> float:
-        """Requests per second of the trace at speed 1."""
+        """Requests per second of the trace at speed 1 (a session's every turn counted)."""
         return len(self.entries) / self.period_s
 
     def schedule(
@@ -64,13 +93,13 @@ class Trace:
     ) -> Iterator[tuple[float, int, int]]:
         """``(t, i, wrap)``: entry ``i`` is due ``t`` seconds into a step at ``speed``, in the step's ``wrap``-th pass
         over the trace (0 first): the trace from ``offset_s`` on, and again from its start each time it ends (until
-        ``duration_s``, or for ever). Process ``index`` of ``processes`` gets the entries whose index is ``index``
-        modulo ``processes``: each entry is sent once per pass, by one."""
-        period, n = self.period_s, len(self.entries)
-        if index >= n:
+        ``duration_s``, or for ever). Process ``index`` of ``processes`` gets the arrivals (:attr:`starts`) whose
+        position is ``index`` modulo ``processes``: each is sent once per pass, by one, a session with all its turns."""
+        period, starts = self.period_s, self.starts
+        if index >= len(starts):
             return
         for cycle in itertools.count():
-            for i in range(index, n, processes):
+            for i in starts[index::processes]:
                 t = (self.entries[i].t_s - offset_s + cycle * period) / speed
                 if t < 0:
                     continue
@@ -127,7 +156,8 @@ def block_text(block: int, tokens: int) -> str:
     return synthetic_text(tokens, random.Random(f"trace-block:{block}"))
 
 
-def _entry(path: str, number: int, line: str) -> TraceEntry:
+def _entry(path: str, number: int, line: str, later: set[str]) -> TraceEntry:
+    """Line ``number``; ``later``: the sessions already begun, whose entries here are later turns."""
     try:
         data = json.loads(line)
     except json.JSONDecodeError as exc:
@@ -138,8 +168,17 @@ def _entry(path: str, number: int, line: str) -> TraceEntry:
     def bad(field: str, allowed: str) -> TraceError:
         return TraceError(f"{path}:{number}: {field} must be {allowed}, got {data.get(field)!r}")
 
+    session = data.get("session_id")
+    if session is not None and (isinstance(session, bool) or not isinstance(session, str | int) or session == ""):
+        raise bad("session_id", "a string or a whole number")
+    session = None if session is None else str(session)
+    delay = data.get("delay", 0)
+    if isinstance(delay, bool) or not isinstance(delay, int | float) or not math.isfinite(delay) or delay < 0:
+        raise bad("delay", "a number of ms >= 0")
     t = data.get("timestamp")
-    if isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
+    if t is None and session is not None and session in later:
+        t = 0  # a session's later turn follows the turn before, not the clock
+    elif isinstance(t, bool) or not isinstance(t, int | float) or not math.isfinite(t) or t < 0:
         raise bad("timestamp", "a number of ms >= 0")
     lengths = {}
     for field in ("input_length", "output_length"):
@@ -165,7 +204,16 @@ def _entry(path: str, number: int, line: str) -> TraceEntry:
     model = data.get("model")
     if model is not None and (not isinstance(model, str) or not model):
         raise bad("model", "a model name")
-    return TraceEntry(t / 1000.0, lengths["input_length"], messages, lengths["output_length"], tuple(ids), model)
+    return TraceEntry(
+        t / 1000.0,
+        lengths["input_length"],
+        messages,
+        lengths["output_length"],
+        tuple(ids),
+        model,
+        session,
+        delay / 1000.0,
+    )
 
 
 def load_trace(path: str | Path, block_tokens: int = 512) -> Trace:
@@ -176,27 +224,44 @@ def load_trace(path: str | Path, block_tokens: int = 512) -> Trace:
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceError(f"--trace {name}: cannot be read ({exc})") from None
     entries: list[TraceEntry] = []
+    begun: set[str] = set()
+    last = 0.0  # the latest arrival's time: arrivals (all but a session's later turns) are in time order
     for number, line in enumerate(lines, 1):
         if not line.strip():
             continue
-        entry = _entry(name, number, line)
-        if entries and entry.t_s < entries[-1].t_s:
-            raise TraceError(
-                f"{name}:{number}: timestamp goes backwards ({entry.t_s * 1000:g} ms after "
-                f"{entries[-1].t_s * 1000:g} ms): a trace is in time order"
-            )
+        entry = _entry(name, number, line, begun)
+        if entry.session is None or entry.session not in begun:
+            if entry.t_s < last:
+                raise TraceError(
+                    f"{name}:{number}: timestamp goes backwards ({entry.t_s * 1000:g} ms after {last * 1000:g} ms): "
+                    "a trace is in time order"
+                )
+            last = entry.t_s
+        if entry.session is not None:
+            begun.add(entry.session)
         entries.append(entry)
     if not entries:
         raise TraceError(f"--trace {name}: holds no request")
     return Trace(name, tuple(entries), block_tokens)
 
 
-def synth(rate: float, minutes: float, cv: float, prefix_share: float, seed: int = 1) -> Iterator[dict[str, Any]]:
+def synth(
+    rate: float,
+    minutes: float,
+    cv: float,
+    prefix_share: float,
+    seed: int = 1,
+    turns: tuple[int, int] | None = None,
+    think_s: float = 5.0,
+) -> Iterator[dict[str, Any]]:
     """A made-up trace: arrivals at ``rate`` per second for ``minutes``, gaps of coefficient of variation ``cv``
     (1: Poisson; gamma-distributed), prompts of 1-3 blocks of 512 tokens (the last one 64-448) and 32-256 output
     tokens, within a 2,048-token context, where a share ``prefix_share`` of requests starts with one of 8 shared
-    2-block prefixes."""
+    2-block prefixes. With ``turns`` (low, high), each arrival is a session of a uniform number of turns in that
+    range; each later turn (32-256 new tokens, 32-256 output tokens) follows the answer before it after an
+    exponential think time of mean ``think_s``, listed right after its session's first turn."""
     rng = random.Random(seed)
+    session = 0
     shape = 1.0 / (cv * cv) if cv > 0 else None
     t, next_block = 0.0, 1000
     while t < minutes * 60:
@@ -210,10 +275,18 @@ def synth(rate: float, minutes: float, cv: float, prefix_share: float, seed: int
             ids.append(next_block)
             next_block += 1
         length = 512 * (blocks - 1) + rng.randint(64, 448)
-        yield {
-            "timestamp": round(t * 1000),
-            "input_length": length,
-            "output_length": rng.randint(32, 256),
-            "hash_ids": ids,
-        }
+        first = {"timestamp": round(t * 1000), "input_length": length, "output_length": rng.randint(32, 256)}
+        if turns is None:
+            yield {**first, "hash_ids": ids}
+        else:
+            session += 1
+            yield {**first, "hash_ids": ids, "session_id": session}
+            for _ in range(rng.randint(*turns) - 1):
+                delay = round(rng.expovariate(1.0 / think_s) * 1000) if think_s > 0 else 0
+                yield {
+                    "session_id": session,
+                    "delay": delay,
+                    "input_length": rng.randint(32, 256),
+                    "output_length": rng.randint(32, 256),
+                }
         t += rng.gammavariate(shape, 1.0 / (rate * shape)) if shape else 1.0 / rate

@@ -1,7 +1,8 @@
 """What a trace holds, before a run spends money on it: rate, burstiness, lengths, prefix reuse, duration. Pure.
 
-Burstiness: the gaps' coefficient of variation; lengths: nearest-rank percentiles; prefix reuse: what an unbounded
-prefix cache serves in one pass (each request's leading ``hash_ids`` an earlier one sent). docs/workloads.md.
+Burstiness: the CV of the gaps between arrivals (not a session's later turns); lengths: nearest-rank percentiles;
+prefix reuse: what an unbounded prefix cache serves in one pass (each request's leading ``hash_ids`` an earlier one
+sent); sessions. docs/workloads.md.
 """
 
 from __future__ import annotations
@@ -54,7 +55,10 @@ def _input_tokens(trace: Trace, i: int) -> int:
 
 def trace_stats(trace: Trace, speeds: Sequence[float] = (1.0,)) -> dict[str, Any]:
     """The module docstring's figures for ``trace``, with its duration at each of ``speeds``."""
-    gaps = [b.t_s - a.t_s for a, b in itertools.pairwise(trace.entries)]
+    arrivals = [trace.entries[i] for i in trace.starts]
+    gaps = [b.t_s - a.t_s for a, b in itertools.pairwise(arrivals)]
+    turns = [1 + len(rest) for rest in trace.turns.values()]
+    delays = [round(trace.entries[i].delay_s * 1000) for rest in trace.turns.values() for i in rest]
     mean_gap = statistics.fmean(gaps) if gaps else 0.0
     outputs = [e.output_length for e in trace.entries if e.output_length is not None]
     return {
@@ -70,6 +74,9 @@ def trace_stats(trace: Trace, speeds: Sequence[float] = (1.0,)) -> dict[str, Any
         "block_tokens": trace.block_tokens,
         "models": sorted({e.model for e in trace.entries if e.model}),
         "duration_s": {f"{s:g}": trace.period_s / s for s in speeds},
+        "sessions": len(turns),
+        "turns_per_session": _percentiles(turns),
+        "delay_ms": _percentiles(delays),
     }
 
 
@@ -97,6 +104,11 @@ def format_trace_stats(stats: dict[str, Any]) -> str:
     ]
     if stats["models"]:
         lines.append(f"  models            {', '.join(stats['models'])}")
+    if stats["sessions"]:
+        lines.append(
+            f"  sessions          {stats['sessions']}: turns {_lengths(stats['turns_per_session'])}; think times "
+            f"(delay) {_lengths(stats['delay_ms'])} ms; each turn resends the history before it"
+        )
     for speed, seconds in stats["duration_s"].items():
         lines.append(f"  at speed {speed:<8} one pass lasts {seconds:.1f} s")
     return "\n".join(lines)

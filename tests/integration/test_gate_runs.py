@@ -14,7 +14,9 @@ from tests.support.procs import at_once, run_locust
 
 pytestmark = pytest.mark.slow  # end-to-end runs: deselected by -m 'not slow'
 
-SWEEP = ("--headless", "--step-duration", "8s")
+# each preset's model stops by itself at half to all of max_tokens; the steps are sized for those lengths, which the
+# gate (this module's subject) judges as well as exact ones (each sweep's truth is its own)
+SWEEP = ("--headless", "--step-duration", "8s", "--output-length", "cap")
 PRESETS = {
     # preset: (its sweep, its simulator's flags, those of the same server with a real capacity loss)
     "default": (("--steps", "8,16,32,64", "--max-tokens", "64"), "", "--kv-blocks 120"),  # a third of the KV cache

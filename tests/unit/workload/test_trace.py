@@ -138,3 +138,55 @@ def test_a_synthetic_trace_has_its_mean_rate_and_burstiness():
         assert statistics.pstdev(gaps) / statistics.mean(gaps) == pytest.approx(cv, abs=0.15)
         assert all(line["input_length"] + line["output_length"] <= 2048 for line in lines)
     assert list(synth(2, 1, 1, 0.5, seed=9)) == list(synth(2, 1, 1, 0.5, seed=9))
+
+
+def test_sessions_are_read_as_conversations_whose_later_turns_follow_their_answers(tmp_path):
+    """Entries sharing a ``session_id`` are one conversation: the first arrives at its timestamp, each later one
+    ``delay`` ms after the answer before it (its timestamp, if any, is not a clock: it may go backwards)."""
+    path = write(
+        tmp_path,
+        {"timestamp": 0, "input_length": 100, "session_id": "a"},
+        {"timestamp": 500, "input_length": 50},
+        {"session_id": "a", "delay": 2000, "input_length": 40},
+        {"timestamp": 1000, "input_length": 60, "session_id": 7},
+        {"timestamp": 10, "session_id": "a", "delay": 0, "input_length": 30},
+        {"session_id": 7, "delay": 1500.5, "input_length": 20},
+    )
+    trace = load_trace(path)
+    assert trace.turns == {0: (2, 4), 3: (5,)} and trace.starts == (0, 1, 3) and trace.sessions
+    assert [trace.entries[i].delay_s for i in (2, 4, 5)] == [2.0, 0.0, 1.5005]
+    assert trace.entries[3].session == "7"
+    # arrivals only set the period (3 over 1 s: 1.5 s) and the schedule; the rate counts every turn
+    assert trace.period_s == 1.5 and trace.rate_req_s == 6 / 1.5
+    assert [(t, i) for t, i, _ in itertools.islice(trace.schedule(1.0), 4)] == [(0.0, 0), (0.5, 1), (1.0, 3), (1.5, 0)]
+    # processes split the arrivals: a session, with all its turns, goes to one
+    assert [i for _, i, _ in itertools.islice(trace.schedule(1.0, 1, 2), 3)] == [1, 1, 1]
+    assert [i for _, i, _ in itertools.islice(trace.schedule(1.0, 0, 2), 4)] == [0, 3, 0, 3]
+    assert not load_trace(write(tmp_path, {"timestamp": 0, "input_length": 5})).sessions
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ({"timestamp": 1, "input_length": 5, "session_id": ""}, "session_id must be a string or a whole number"),
+        ({"timestamp": 1, "input_length": 5, "session_id": True}, "session_id must be a string or a whole number"),
+        ({"session_id": "s", "delay": -1, "input_length": 5}, "delay must be a number of ms >= 0, got -1"),
+        ({"session_id": "new", "input_length": 5}, "timestamp must be a number of ms >= 0, got None"),
+    ],
+)
+def test_a_session_field_that_cannot_be_used_is_named(tmp_path, line, message):
+    path = write(tmp_path, {"timestamp": 0, "input_length": 5, "session_id": "s"}, line)
+    with pytest.raises(TraceError, match=message):
+        load_trace(path)
+
+
+def test_a_synthetic_session_trace_has_its_turns_and_think_times(tmp_path):
+    lines = list(synth(2.0, 10.0, 1.0, 0.5, seed=3, turns=(2, 4), think_s=3.0))
+    path = write(tmp_path, *lines)
+    trace = load_trace(path)
+    counts = [1 + len(rest) for rest in trace.turns.values()]
+    delays = [trace.entries[i].delay_s for rest in trace.turns.values() for i in rest]
+    assert len(trace.starts) == len(trace.turns) > 1000 and set(counts) == {2, 3, 4}
+    assert statistics.fmean(counts) == pytest.approx(3.0, abs=0.1)  # uniform on 2..4: sd 0.82, n > 1,000
+    assert statistics.fmean(delays) == pytest.approx(3.0, rel=0.06)  # exponential: sd 3 s, n > 2,000
+    assert trace.rate_req_s == pytest.approx(2.0 * statistics.fmean(counts), rel=0.06)

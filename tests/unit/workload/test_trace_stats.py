@@ -41,6 +41,25 @@ def test_rate_burstiness_lengths_and_duration():
     assert "0.00 (even)" in text and "one pass lasts 12.5 s" in text and "4 req/s" in text
 
 
+def test_sessions_their_turns_and_think_times_and_gaps_between_arrivals_only():
+    """Two sessions 1 s apart (3 turns with think times of 2 and 4 s; 2 turns, 1 s) and one request 1 s later: the
+    gaps are between the three arrivals (even), and later turns are no arrivals."""
+    entries = (
+        TraceEntry(0.0, 10, session="a"),
+        TraceEntry(0.0, 10, session="a", delay_s=2.0),
+        TraceEntry(0.0, 10, session="a", delay_s=4.0),
+        TraceEntry(1.0, 10, session="b"),
+        TraceEntry(0.0, 10, session="b", delay_s=1.0),
+        TraceEntry(2.0, 10),
+    )
+    stats = trace_stats(Trace("s", entries))
+    assert stats["sessions"] == 2 and stats["gap_cv"] == pytest.approx(0) and stats["requests"] == 6
+    assert stats["turns_per_session"] == {"p50": 2, "p90": 3, "p99": 3, "max": 3}
+    assert stats["delay_ms"] == {"p50": 2000, "p90": 4000, "p99": 4000, "max": 4000}
+    assert "sessions          2: turns p50 2, p90 3" in format_trace_stats(stats)
+    assert trace_stats(Trace("e", entries[-1:]))["sessions"] == 0
+
+
 def cli(*args):
     return subprocess.run(
         [sys.executable, "-m", "locust_llm.cli", "trace", "stats", *args], capture_output=True, text=True, timeout=60
