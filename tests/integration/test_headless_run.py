@@ -50,7 +50,10 @@ def test_a_person_can_follow_the_run_step_by_step(sweeps, name):
     assert (proc.stdout + proc.stderr).count("Aggregated") == 2
     assert not any(c in proc.stdout + proc.stderr for c in "\r\x1b")
     if name == "plain":
-        assert len((proc.stdout + proc.stderr).splitlines()) < 60, proc.stdout + proc.stderr
+        # 59 lines when all goes well (the sim's models, the preflight and its output-length check, 4 step lines,
+        # the tables and the summary), and a warning or two of a busy machine (the simulator falling behind): Locust's
+        # periodic table, every 2 s of the 10 s run, would add 5 tables of 12 lines
+        assert len((proc.stdout + proc.stderr).splitlines()) < 70, proc.stdout + proc.stderr
 
 
 def test_locusts_periodic_table_is_printed_when_asked_for(sweeps):

@@ -46,7 +46,6 @@ def runs(tmp_path_factory):
     """Every run at once, each against its own simulator (4 users each)."""
     root = tmp_path_factory.mktemp("output_length")
     jobs = {
-        "exact": lambda: run(root / "exact", "--output-length", "exact"),
         "exact-sdk": lambda: run(root / "exact-sdk", "--output-length", "exact", locustfile=SDK),
         "cap": lambda: run(root / "cap", "--output-length", "cap"),
         "auto": lambda: run(root / "auto"),
@@ -58,7 +57,7 @@ def runs(tmp_path_factory):
     return at_once(jobs)
 
 
-@pytest.mark.parametrize("name", ["exact", "exact-sdk", "auto", "workers"])
+@pytest.mark.parametrize("name", ["exact-sdk", "auto", "workers"])
 def test_exact_lengths_get_every_token_asked(runs, name):
     proc, meta, summary = runs[name]
     assert accepted(proc.returncode, proc.stdout), proc.stdout[-3000:] + proc.stderr[-3000:]
