@@ -233,10 +233,19 @@ FLAGS: tuple[Flag, ...] = (
         group="endpoint",
     ),
     Flag(
+        "--api",
+        "chat",
+        "The API to call: chat (/chat/completions), responses (/responses), messages (Anthropic's /messages) or "
+        "completions.",
+        "LOCUST_LLM_API",
+        _choice("chat", "responses", "messages", "completions"),
+        "endpoint",
+    ),
+    Flag(
         "--api-key",
         None,
-        "API key, sent as 'Authorization: Bearer ...'; prefer OPENAI_API_KEY. Never in logs, CSVs, reports or the "
-        "web UI.",
+        "API key (Bearer; x-api-key for --api messages); prefer OPENAI_API_KEY or ANTHROPIC_API_KEY. Never in logs, "
+        "CSVs, reports or the web UI.",
         "OPENAI_API_KEY",
         group="endpoint",
         web_ui=False,

@@ -18,6 +18,7 @@ from locust_llm.config.parsers import ConfigError
 from locust_llm.config.redact import is_secret_header
 from locust_llm.config.tls import TlsSettings, tls_from
 from locust_llm.measure.sla import Prices
+from locust_llm.protocol.apis import API_NAMES
 from locust_llm.protocol.retry import POLICIES
 
 __all__ = ["FALLBACK_CAUSES", "Route", "RoutePolicy", "Routes", "load_routes"]
@@ -26,7 +27,7 @@ FALLBACK_CAUSES = ("timeout", "connect_error")
 """What ``fallback_on`` may name besides HTTP statuses: a request that timed out, a connection that failed."""
 
 _ROUTE_KEYS = frozenset(
-    {"name", "base_url", "model", "api_key_env", "headers", "extra_body", "weight", "max_tokens", "prices"}
+    {"name", "base_url", "model", "api", "api_key_env", "headers", "extra_body", "weight", "max_tokens", "prices"}
     | {"ca_bundle", "insecure"}
 )
 _POLICY_KEYS = frozenset({"primary", "fallback", "fallback_on", "hedge_ttft_ms", "hedge_to", "retry_policy"})
@@ -52,6 +53,7 @@ class Route:
     max_tokens: int | None
     prices: Prices | None
     tls: TlsSettings
+    api: str | None = None  # None: --api
 
     def credentials(self) -> tuple[str, ...]:
         """The key, and the values of secret headers and of headers read from the environment (``env:NAME``): what
@@ -72,6 +74,7 @@ class Route:
             "max_tokens": self.max_tokens,
             "prices": None if self.prices is None else self.prices.as_dict(),
             "tls": self.tls.describe(),
+            "api": self.api,
         }
 
 
@@ -221,6 +224,9 @@ def _route(path: str, number: int, table: Any, environ: Mapping[str, str]) -> Ro
         raise _fail(path, where, "ca_bundle", str(exc)) from None
     assert model is not None
     prices = _prices(path, where, table.get("prices"))
+    api = table.get("api")
+    if api is not None and api not in API_NAMES:
+        raise _fail(path, where, "api", f"must be one of {', '.join(API_NAMES)}, got {api!r}")
     return Route(
         name,
         base_url.rstrip("/"),
@@ -235,6 +241,7 @@ def _route(path: str, number: int, table: Any, environ: Mapping[str, str]) -> Ro
         max_tokens,
         prices,
         tls,
+        api,
     )
 
 

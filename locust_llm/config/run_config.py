@@ -22,6 +22,8 @@ from locust_llm.config.tls import TlsSettings, proxy_secrets, tls_from
 from locust_llm.measure.health import Validity
 from locust_llm.measure.rows import RouteBook
 from locust_llm.measure.sla import Prices, Sla
+from locust_llm.protocol.api import Api
+from locust_llm.protocol.apis import api_for
 from locust_llm.protocol.retry import FlowConfig, RetryPolicy
 from locust_llm.reports.compare import Thresholds
 from locust_llm.shapes.arrivals import Arrivals
@@ -51,6 +53,7 @@ class RunConfig:
     model: str | None
     routes: Routes | None  # --routes: every route's endpoint, model, key and prices, and the policy
     routes_allow_down: bool
+    api: str  # --api; a route's own api wins for its requests
     api_key: str | None = field(repr=False)
     max_tokens: Length
     workload: Workload
@@ -100,7 +103,8 @@ class RunConfig:
             model=v["model"],
             routes=routes,
             routes_allow_down=v["routes_allow_down"],
-            api_key=None if routes else v["api_key"],
+            api=v["api"],
+            api_key=None if routes else _api_key(v),
             max_tokens=v["max_tokens"],
             workload=workload_from(v),
             seed=v["seed"],
@@ -232,13 +236,16 @@ class RunConfig:
         """Warm-up excluded after each step change of ``step_duration_s`` (default: ``--step-duration``)."""
         return self.warmup.for_step(self.step_duration_s if step_duration_s is None else step_duration_s)
 
+    def api_of(self, route: Route | None = None) -> Api:
+        """The API requests to ``route`` (or to ``--host``) speak: the route's ``api``, else ``--api``."""
+        return api_for(route.api if route is not None and route.api else self.api)
+
     def request_headers(self, user_agent: str, route: Route | None = None) -> dict[str, str]:
-        """The headers of every request: JSON in, an event stream out, the key, and ``--header``'s; for a route, its
-        own key and headers (and ``--header``'s, never secret with ``--routes``) instead."""
+        """The headers of every request: JSON in, an event stream out, the API's own and the key's
+        (:meth:`~locust_llm.protocol.api.Api.auth_headers`), and ``--header``'s; for a route, its own key and headers
+        (and ``--header``'s, never secret with ``--routes``) instead."""
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream", "User-Agent": user_agent}
-        api_key = self.api_key if route is None else route.api_key
-        if api_key:
-            headers["Authorization"] = f"Bearer {api_key}"
+        headers.update(self.api_of(route).auth_headers(self.api_key if route is None else route.api_key))
         headers.update(self.headers)
         if route is not None:
             headers.update(route.headers)
@@ -263,6 +270,7 @@ class RunConfig:
         """The run's settings for reports and logs: every field except secrets."""
         return {
             "model": self.model,
+            "api": self.api,
             "routes": None if self.routes is None else self.routes.describe(),
             "api_key_set": bool(self.api_key),
             "max_tokens": {"mean": self.max_tokens.mean, "stddev": self.max_tokens.stddev},
@@ -453,6 +461,14 @@ def flow_from(v: Values, routes: Routes | None = None) -> FlowConfig:
         fallback_causes=causes,
         hedge_to=hedge_to,
     )
+
+
+def _api_key(v: Values) -> str | None:
+    """``--api-key`` (or ``OPENAI_API_KEY``); for ``--api messages`` without one, ``ANTHROPIC_API_KEY``."""
+    given: str | None = v["api_key"]
+    if given or v["api"] != "messages":
+        return given
+    return os.environ.get("ANTHROPIC_API_KEY") or None
 
 
 def _routes(v: Values) -> Routes | None:

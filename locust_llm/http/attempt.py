@@ -84,13 +84,14 @@ def os_reason(exc: BaseException) -> str:
     return str(exc) or type(exc).__name__
 
 
-def end_of_stream(result: RequestResult) -> None:
-    """A stream with tokens whose body ended cleanly without ``data: [DONE]``: complete (``no_done``) when a
-    ``finish_reason`` came, as older TGI and llama.cpp servers end their streams; else truncated."""
+def end_of_stream(result: RequestResult, end: str = "'data: [DONE]'") -> None:
+    """A stream with tokens whose body ended cleanly without its ``end`` event (``data: [DONE]``): complete
+    (``no_done``) when a ``finish_reason`` came, as older TGI and llama.cpp servers end their streams; else
+    truncated."""
     if result.finish_reason is not None and result.ok:
         result.no_done = True
     else:
-        result.fail(Outcome.TRUNCATED, f"stream ended without 'data: [DONE]' or a finish_reason{progress(result)}")
+        result.fail(Outcome.TRUNCATED, f"stream ended without {end} or a finish_reason{progress(result)}")
 
 
 def _no_header(name: str) -> None:

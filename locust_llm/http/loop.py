@@ -1,10 +1,8 @@
 """The gevent event loop's turns, as the stamps of received bytes need them.
 
-:class:`LoopTurn` holds when the current turn of this thread's loop began (its poll returned), how many turns have
-begun, and whether reads in this turn take the kernel's receive time: yes after more than :data:`WORK_NS` of the
-loop's own work before the poll, or a poll that waited more than :data:`WAIT_NS` (the stamp rules:
-docs/architecture.md, "Stamps"), and each turn whose own work held the loop longer than :data:`STALL_NS`. Two libev
-watchers keep it current. :func:`poll_count` is libev's own count of polls.
+:class:`LoopTurn` holds when the current turn began (its poll returned), how many turns have begun, and whether reads
+in this turn take the kernel's receive time (the rules, with :data:`WORK_NS` and :data:`WAIT_NS`: docs/architecture.md,
+"Stamps"). :func:`poll_count` is libev's own count of polls.
 """
 
 from __future__ import annotations

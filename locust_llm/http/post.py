@@ -1,10 +1,9 @@
 """Sending one POST over a geventhttpclient connection and reading its head ourselves: :func:`post`.
 
-It does what ``HTTPClient.request`` does for a plain-HTTP POST of bytes, with the client's own pieces, but gives the
-response's parser exactly the head, so a chunked body's framing is ours to read (:mod:`locust_llm.http.chunked`) and a
-plain head needs no parser at all (:mod:`locust_llm.http.head`). Requests through a proxy, or with ``Expect``,
-``Transfer-Encoding`` or ``Content-Length`` headers, go through ``HTTPClient.request``. docs/architecture.md, "The
-head is read by us".
+It does what ``HTTPClient.request`` does for a plain-HTTP POST of bytes, but gives the response's parser exactly the
+head, so a chunked body's framing is ours to read (:mod:`locust_llm.http.chunked`). Requests through a proxy, or with
+``Expect``, ``Transfer-Encoding`` or ``Content-Length`` headers, go through ``HTTPClient.request``.
+docs/architecture.md, "The head is read by us".
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The body of a plain-HTTP stream, read in the event loop's own read callback: no greenlet switch per token.
 
-:func:`pump` starts one libev read watcher for the socket and, in its callback, reads what has arrived, stamps it,
-takes a read of exactly one token chunk in one step, and decodes anything else line by line (:func:`decode_events`);
-the user's greenlet sleeps once for the whole body and is woken after every other socket ready in that turn was
-read. The semantics are a ``readline(b"\\n")`` loop's. Why and how: docs/architecture.md, "The body is read in the
-event loop's read callback".
+:func:`pump` reads what has arrived in a libev read watcher's callback, stamps it, takes a read of exactly one token
+event in one step and decodes anything else line by line (:func:`decode_events`), with a ``readline(b"\n")``
+loop's semantics. Why and how: docs/architecture.md, "The body is read in the event loop's read callback".
 """
 
 from __future__ import annotations
@@ -42,7 +40,9 @@ class Tokens:
     slices: list[bytes] | None
     """The content literals, when the reply is kept; else None."""
     done: bool = False
-    """``[DONE]`` was seen: ``on_data`` ignores every later event, so no token is taken any more."""
+    """The end event (``[DONE]``) was seen: ``on_data`` ignores every later event, so no token is taken any more."""
+    event: bytes = b""
+    """The ``event:`` line's name before a token event's data, for APIs that name their events (none: chat)."""
 
 
 def pumpable(response: Any) -> bool:
@@ -207,7 +207,8 @@ def _token_frame(
         or b"\n" in suffix
     ):
         return _NOT_USUAL
-    return b"\r\ndata: " + prefix, suffix + b"\n\n\r\n"
+    event = b"\r\nevent: " + tokens.event + b"\ndata: " if tokens.event else b"\r\ndata: "
+    return event + prefix, suffix + b"\n\n\r\n"
 
 
 def decode_events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -> bool:

@@ -1,4 +1,4 @@
-"""One streamed chat completion over a geventhttpclient connection, timed on one clock: :func:`run_stream`.
+"""One streamed answer (of any API) over a geventhttpclient connection, timed on one clock: :func:`run_stream`.
 
 The body is read as bytes arrive, never in blocks that batch tokens: over plain HTTP in the event loop's read
 callback (:mod:`locust_llm.http.pump`), over TLS by :func:`_read_rest`, which decodes the same way. Each SSE event is
@@ -21,16 +21,10 @@ from locust_llm.http.chunked import Unchunker
 from locust_llm.http.loop import loop_turn
 from locust_llm.http.post import header, is_event_stream, post
 from locust_llm.http.pump import Tokens, decode_events, pump, pumpable
+from locust_llm.protocol import api_chat
+from locust_llm.protocol.api import Api
 from locust_llm.protocol.metrics import Outcome, RequestResult
-from locust_llm.protocol.sse import (
-    TOKEN_CHUNK,
-    MalformedChunk,
-    SSEDecoder,
-    TokenShape,
-    content_json,
-    parse_chunk,
-    reply_text,
-)
+from locust_llm.protocol.sse import TOKEN_CHUNK, MalformedChunk, SSEDecoder, TokenShape, reply_text
 
 __all__ = ["run_stream"]
 
@@ -55,8 +49,10 @@ def run_stream(
     keep_reply: bool = False,
     on_cut: Callable[[RequestResult], None] | None = None,
     fast: bool = True,
+    api: Api = api_chat.API,
 ) -> RequestResult:
-    """POST ``body`` to ``uri`` with ``http`` (a geventhttpclient ``HTTPClient``) and time the streamed answer.
+    """POST ``body`` to ``uri`` with ``http`` (a geventhttpclient ``HTTPClient``) and time the streamed answer, read
+    as ``api``'s events.
 
     ``on_first_token`` is called once, the moment the first token arrives (hedging waits for it); it must not block
     (over plain HTTP it runs in the event loop's read callback, :mod:`.pump`). With
@@ -83,7 +79,7 @@ def run_stream(
             elif not is_event_stream(response):
                 _read_not_sse(response, attempt)
             else:
-                _read_events(response, unparsed, attempt, clock, on_first_token, unparsed_ns, fast)
+                _read_events(response, unparsed, attempt, clock, on_first_token, unparsed_ns, fast, api)
         except TimeoutError:
             attempt.silence()
         except HTTPConnectionClosed:
@@ -118,13 +114,14 @@ def _read_events(
     on_first_token: FirstToken | None,
     unparsed_ns: int | None = None,
     fast: bool = True,
+    api: Api = api_chat.API,
 ) -> None:
     """Read the event stream; ``unparsed``: the body's first bytes, not yet given to the response's parser, and
     ``unparsed_ns`` when the kernel received them (see :mod:`.post`). Without ``fast``, line by line through the
     response's own ``readline`` and ``read``."""
     result = attempt.result
     decoder = SSEDecoder()
-    tokens = Tokens(TokenShape(), result.token_ns, attempt.reply_slices)  # the shape: learned from the first token
+    tokens = Tokens(TokenShape(api.token_text), result.token_ns, attempt.reply_slices, event=api.token_event)
     shape, token_ns, slices = tokens.shape, tokens.token_ns, tokens.slices
 
     def on_data(data: bytes, now_ns: int) -> bool:
@@ -139,7 +136,7 @@ def _read_events(
             if slices is not None:
                 slices.append(literal)
             return False
-        tokens.done = _on_event(data, now_ns, result, attempt, shape)
+        tokens.done = _on_event(data, now_ns, result, attempt, shape, api)
         if on_first_token is not None and result.token_ns:
             on_first_token()
             on_first_token = None
@@ -163,13 +160,13 @@ def _read_events(
     if not tokens.done:  # what readline left: a last line without a newline, or a stream whose lines end with CR alone
         rest = _leftover(response) if fast else response.read()  # read: the library's public way to the same bytes
         for event in decoder.feed(rest) + decoder.finish():
-            tokens.done = _on_event(event.data, clock(), result, attempt, shape) or tokens.done
+            tokens.done = _on_event(event.data, clock(), result, attempt, shape, api) or tokens.done
         if result.outcome is not Outcome.OK:
             return
         result.end_ns = clock()
     attempt.check_not_empty()
     if result.token_ns and not tokens.done:
-        end_of_stream(result)
+        end_of_stream(result, api.end)
 
 
 def _read_rest(
@@ -244,11 +241,13 @@ def _leftover(response: Any) -> bytes:
     return data
 
 
-def _on_event(data: bytes, now_ns: int, result: RequestResult, attempt: Attempt, shape: TokenShape) -> bool:
-    """Apply one event's data to ``result`` (the attempt's); True when it was ``[DONE]``. The first answer token
-    teaches ``shape``."""
+def _on_event(
+    data: bytes, now_ns: int, result: RequestResult, attempt: Attempt, shape: TokenShape, api: Api = api_chat.API
+) -> bool:
+    """Apply one event's data to ``result`` (the attempt's); True when it was the API's end (``[DONE]``, ...). The
+    first answer token teaches ``shape``."""
     try:
-        chunk = parse_chunk(data)
+        chunk = api.parse(data)
     except MalformedChunk as exc:
         attempt.malformed(str(exc))
         return False
@@ -259,7 +258,7 @@ def _on_event(data: bytes, now_ns: int, result: RequestResult, attempt: Attempt,
         if shape.prefix is None:
             shape.learn(data)
         if attempt.reply_slices is not None:
-            attempt.reply_slices.append(content_json(data))
+            attempt.reply_slices.append(api.text_json(data))
         return False
     if chunk.has_token:
         result.token_ns.append(now_ns)
@@ -269,10 +268,7 @@ def _on_event(data: bytes, now_ns: int, result: RequestResult, attempt: Attempt,
             if not result.answer_ns:
                 result.answer_ns = now_ns
             if attempt.reply_slices is not None:
-                attempt.reply_slices.append(content_json(data))
-    if chunk.done:
-        result.end_ns = now_ns
-        return True
+                attempt.reply_slices.append(api.text_json(data))
     if chunk.error is not None:
         attempt.stream_error(chunk)
     if chunk.finish_reason is not None:
@@ -285,6 +281,9 @@ def _on_event(data: bytes, now_ns: int, result: RequestResult, attempt: Attempt,
         result.cached_tokens = chunk.cached_tokens
     if chunk.reasoning_tokens is not None:
         result.reasoning_tokens = chunk.reasoning_tokens
+    if chunk.done:  # the end event (Responses and Messages carry the usage in or before it)
+        result.end_ns = now_ns
+        return True
     return False
 
 

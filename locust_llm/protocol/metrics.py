@@ -13,7 +13,15 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["RATELIMIT_HEADERS", "SYSTEMATIC", "Outcome", "RequestResult", "StatusClass", "ratelimit_headers"]
+__all__ = [
+    "ANTHROPIC_RATELIMIT_HEADERS",
+    "RATELIMIT_HEADERS",
+    "SYSTEMATIC",
+    "Outcome",
+    "RequestResult",
+    "StatusClass",
+    "ratelimit_headers",
+]
 
 SYSTEMATIC = {
     "http_400": "HTTP 400: the endpoint refuses the request itself (check --model, --max-tokens, the prompts and "
@@ -131,8 +139,11 @@ class RequestResult:
 
     @property
     def status(self) -> int:
-        """The status the client acts on: 429 for a rate limit, also one sent inside a 200 stream."""
-        return 429 if self.outcome is Outcome.HTTP_429 else self.http_status
+        """The status the client acts on: 429 for a rate limit, also one sent inside a 200 stream; 503 for
+        Anthropic's 529 ("overloaded"), which retries and fallbacks treat alike."""
+        if self.outcome is Outcome.HTTP_429:
+            return 429
+        return 503 if self.http_status == 529 else self.http_status
 
     def fail(self, outcome: Outcome, message: str) -> None:
         """Classify the request as failed; the first failure found wins."""
@@ -188,14 +199,21 @@ RATELIMIT_HEADERS = (
     "x-ratelimit-remaining-tokens",
 )
 """The caps hosted providers (OpenAI, xAI, Azure OpenAI) state in every answer's head, and what is left of them."""
+ANTHROPIC_RATELIMIT_HEADERS = (
+    "anthropic-ratelimit-requests-limit",
+    "anthropic-ratelimit-requests-remaining",
+    "anthropic-ratelimit-tokens-limit",
+    "anthropic-ratelimit-tokens-remaining",
+)
+"""The same four as the Messages API names them (read where the ``x-ratelimit-*`` one is absent)."""
 
 
 def ratelimit_headers(header: Callable[[str], Any]) -> tuple[int | None, ...] | None:
     """The :data:`RATELIMIT_HEADERS` of an answer (``header(name)`` gives a value or ``""``/``None``), whole numbers
     or None; None when the answer has none of them."""
     values = []
-    for name in RATELIMIT_HEADERS:
-        text = header(name)
+    for name, other in zip(RATELIMIT_HEADERS, ANTHROPIC_RATELIMIT_HEADERS, strict=True):
+        text = header(name) or header(other)
         try:
             values.append(int(float(text)) if text else None)
         except (TypeError, ValueError):

@@ -18,7 +18,7 @@ from locust_llm.protocol.metrics import Outcome
 __all__ = ["POLICIES", "RETRYABLE", "SERVER_ERRORS", "FlowConfig", "RetryPolicy", "Wait", "retry_after_s"]
 
 POLICIES = ("honor", "none", "naive")
-RETRYABLE = frozenset({429, 503})
+RETRYABLE = frozenset({429, 503})  # a 529 acts as a 503 (RequestResult.status)
 SERVER_ERRORS = frozenset(
     {
         Outcome.HTTP_5XX,

@@ -1,4 +1,4 @@
-"""Server-sent events: an incremental decoder, and the parsing of OpenAI chat-completion chunks. Pure.
+"""Server-sent events: an incremental decoder, the parsing of chat-completion chunks, what every API reads into. Pure.
 
 The decoder follows the WHATWG event-stream rules: lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r``; ``:`` starts a
 comment; ``data`` lines of one event are joined with ``\\n``; a blank line dispatches an event whose data is not
@@ -16,6 +16,10 @@ import orjson
 
 __all__ = [
     "ANSWER_FIELDS",
+    "CONTENT",
+    "DONE_CHUNK",
+    "EMPTY_CHUNK",
+    "REASONING_CHUNK",
     "REASONING_FIELDS",
     "TOKEN_CHUNK",
     "TOKEN_FIELDS",
@@ -25,9 +29,13 @@ __all__ = [
     "SSEEvent",
     "TokenShape",
     "content_json",
+    "detail",
+    "error_chunk",
     "error_message",
+    "int_or_none",
     "is_content_literal",
     "parse_chunk",
+    "preview_data",
     "reply_text",
 ]
 
@@ -157,12 +165,11 @@ class ChatChunk:
     done: bool = False
 
 
-_DONE = ChatChunk(done=True)
-_EMPTY = ChatChunk()
-_TOKEN = ChatChunk(has_token=True)
-TOKEN_CHUNK = _TOKEN
+DONE_CHUNK = ChatChunk(done=True)
+EMPTY_CHUNK = ChatChunk()
+TOKEN_CHUNK = ChatChunk(has_token=True)
 """What :func:`parse_chunk` returns, this very object, for the usual chunk: one answer token and nothing else."""
-_REASONING = ChatChunk(has_token=True, reasoning=True)
+REASONING_CHUNK = ChatChunk(has_token=True, reasoning=True)
 ANSWER_FIELDS = ("content", "tool_calls")
 """Delta fields that carry answer tokens."""
 REASONING_FIELDS = ("reasoning_content", "reasoning")
@@ -180,61 +187,63 @@ def parse_chunk(data: bytes) -> ChatChunk:
     an object.
     """
     if data == b"[DONE]":
-        return _DONE
+        return DONE_CHUNK
     try:
         obj = orjson.loads(data)
     except orjson.JSONDecodeError as exc:
         if not data.strip():
-            return _EMPTY
-        raise MalformedChunk(f"invalid JSON in stream chunk: {_preview(data)}") from exc
+            return EMPTY_CHUNK
+        raise MalformedChunk(f"invalid JSON in stream chunk: {preview_data(data)}") from exc
     if not isinstance(obj, dict):
-        raise MalformedChunk(f"stream chunk is not a JSON object: {_preview(data)}")
+        raise MalformedChunk(f"stream chunk is not a JSON object: {preview_data(data)}")
     if obj.get("error"):
-        return _error_chunk(obj["error"])
+        return error_chunk(obj["error"])
     choices = obj.get("choices")
     usage = obj.get("usage")
     if choices is None and usage is None:
-        raise MalformedChunk(f"stream chunk has neither 'choices' nor 'usage': {_preview(data)}")
+        raise MalformedChunk(f"stream chunk has neither 'choices' nor 'usage': {preview_data(data)}")
     if usage is not None and not isinstance(usage, dict):
-        raise MalformedChunk(f"'usage' is not an object: {_preview(data)}")
+        raise MalformedChunk(f"'usage' is not an object: {preview_data(data)}")
     token, finish_reason = _scan_choices(choices, data)
     if usage:
         return ChatChunk(
-            has_token=token is not _EMPTY,
-            reasoning=token is _REASONING,
+            has_token=token is not EMPTY_CHUNK,
+            reasoning=token is REASONING_CHUNK,
             finish_reason=finish_reason,
-            prompt_tokens=_int_or_none(usage.get("prompt_tokens")),
-            completion_tokens=_int_or_none(usage.get("completion_tokens")),
-            cached_tokens=_detail(usage, "prompt_tokens_details", "cached_tokens"),
-            reasoning_tokens=_detail(usage, "completion_tokens_details", "reasoning_tokens"),
+            prompt_tokens=int_or_none(usage.get("prompt_tokens")),
+            completion_tokens=int_or_none(usage.get("completion_tokens")),
+            cached_tokens=detail(usage, "prompt_tokens_details", "cached_tokens"),
+            reasoning_tokens=detail(usage, "completion_tokens_details", "reasoning_tokens"),
         )
     if finish_reason is None:
         return token
-    return ChatChunk(has_token=token is not _EMPTY, reasoning=token is _REASONING, finish_reason=finish_reason)
+    return ChatChunk(
+        has_token=token is not EMPTY_CHUNK, reasoning=token is REASONING_CHUNK, finish_reason=finish_reason
+    )
 
 
 def _scan_choices(choices: Any, data: bytes) -> tuple[ChatChunk, str | None]:
-    """What the choices' deltas carry (``_TOKEN``: an answer token, ``_REASONING``, or ``_EMPTY``) and the finish
-    reason."""
+    """What the choices' deltas carry (``TOKEN_CHUNK``: an answer token, ``REASONING_CHUNK``, or ``EMPTY_CHUNK``) and
+    the finish reason."""
     if not choices:
-        return _EMPTY, None
+        return EMPTY_CHUNK, None
     if type(choices) is list and len(choices) == 1 and type(choices[0]) is dict:  # the usual chunk: one choice
         choice = choices[0]
         delta = choice.get("delta")
-        token = (_TOKEN if delta.get("content") else _other_token(delta)) if type(delta) is dict else _EMPTY
+        token = (TOKEN_CHUNK if delta.get("content") else _other_token(delta)) if type(delta) is dict else EMPTY_CHUNK
         finish = choice.get("finish_reason")
         return token, (str(finish) if finish else None)
     if not isinstance(choices, list):
-        raise MalformedChunk(f"'choices' is not a list: {_preview(data)}")
-    token = _EMPTY
+        raise MalformedChunk(f"'choices' is not a list: {preview_data(data)}")
+    token = EMPTY_CHUNK
     finish_reason = None
     for choice in choices:
         if not isinstance(choice, dict):
-            raise MalformedChunk(f"a choice is not an object: {_preview(data)}")
+            raise MalformedChunk(f"a choice is not an object: {preview_data(data)}")
         delta = choice.get("delta") or {}
         if isinstance(delta, dict):
-            kind = _TOKEN if delta.get("content") else _other_token(delta)
-            if kind is _TOKEN or token is _EMPTY:  # an answer token in any choice makes the chunk an answer
+            kind = TOKEN_CHUNK if delta.get("content") else _other_token(delta)
+            if kind is TOKEN_CHUNK or token is EMPTY_CHUNK:  # an answer token in any choice makes the chunk an answer
                 token = kind
         if choice.get("finish_reason"):
             finish_reason = str(choice["finish_reason"])
@@ -243,17 +252,17 @@ def _scan_choices(choices: Any, data: bytes) -> tuple[ChatChunk, str | None]:
 
 def _other_token(delta: dict[str, Any]) -> ChatChunk:
     if delta.get("tool_calls"):
-        return _TOKEN
-    return _REASONING if any(delta.get(field) for field in REASONING_FIELDS) else _EMPTY
+        return TOKEN_CHUNK
+    return REASONING_CHUNK if any(delta.get(field) for field in REASONING_FIELDS) else EMPTY_CHUNK
 
 
-def _detail(usage: dict[str, Any], group: str, name: str) -> int | None:
+def detail(usage: dict[str, Any], group: str, name: str) -> int | None:
     """``usage[group][name]`` when it is an integer (``prompt_tokens_details.cached_tokens``, ...)."""
     details = usage.get(group)
-    return _int_or_none(details.get(name)) if isinstance(details, dict) else None
+    return int_or_none(details.get(name)) if isinstance(details, dict) else None
 
 
-_CONTENT = re.compile(rb'"delta":\{"content":("[^"\\]*(?:\\.[^"\\]*)*")')
+CONTENT = re.compile(rb'"delta":\{"content":("[^"\\]*(?:\\.[^"\\]*)*")')
 """The content's JSON string in the usual compact chunk (``..."delta":{"content":"..."...``)."""
 
 
@@ -263,7 +272,7 @@ def content_json(data: bytes) -> bytes:
     The per-token half of keeping a reply cheaply (conversations): in the usual compact chunk, as OpenAI, xAI, vLLM
     and llama.cpp send it, the literal is sliced out of the bytes by one regular-expression search; a payload in
     another layout is parsed whole. :func:`reply_text` decodes the slices together at the end of the stream."""
-    match = _CONTENT.search(data)
+    match = CONTENT.search(data)
     if match is not None:
         return match.group(1)
     obj = orjson.loads(data)
@@ -284,15 +293,17 @@ class TokenShape:
     empty, so for a recognised payload :func:`parse_chunk` returns :data:`TOKEN_CHUNK` and :func:`content_json` the
     literal, as the full parse would; anything else is for the full parse."""
 
-    __slots__ = ("prefix", "suffix")
+    __slots__ = ("pattern", "prefix", "suffix")
 
-    def __init__(self) -> None:
+    def __init__(self, pattern: re.Pattern[bytes] = CONTENT) -> None:
+        self.pattern = pattern
+        """Finds the text literal in a token event (group 1): chat's :data:`CONTENT`, or another API's."""
         self.prefix: bytes | None = None
         self.suffix = b""
 
     def learn(self, data: bytes) -> None:
-        """Learn the shape of ``data``, a payload for which :func:`parse_chunk` returned :data:`TOKEN_CHUNK`."""
-        match = _CONTENT.search(data)
+        """Learn the shape of ``data``, a payload its API's parse returned :data:`TOKEN_CHUNK` for."""
+        match = self.pattern.search(data)
         if match is not None:
             self.prefix, self.suffix = data[: match.start(1)], data[match.end(1) :]
 
@@ -326,7 +337,7 @@ def reply_text(slices: list[bytes]) -> str:
 _RATE_LIMIT_WORDS = ("rate_limit", "rate limit", "too_many_requests", "too many requests")
 
 
-def _error_chunk(error: Any) -> ChatChunk:
+def error_chunk(error: Any) -> ChatChunk:
     """An error object sent inside a stream. A rate limit (code, type or status 429, or "rate limit" in it) gets
     ``error_status`` 429, with its ``retry_after_ms`` / ``retry_after`` (seconds) when given."""
     status = None
@@ -354,10 +365,10 @@ def error_message(error: Any) -> str:
     return str(error)
 
 
-def _int_or_none(value: Any) -> int | None:
+def int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _preview(data: bytes, limit: int = 120) -> str:
+def preview_data(data: bytes, limit: int = 120) -> str:
     text = data[:limit].decode("utf-8", "replace")
     return text + ("..." if len(data) > limit else "")

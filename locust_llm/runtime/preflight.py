@@ -18,6 +18,7 @@ from geventhttpclient.url import URL
 from locust_llm.config.routes import Route
 from locust_llm.config.tls import client_kwargs
 from locust_llm.http.stream import run_stream
+from locust_llm.protocol.api import Api
 from locust_llm.protocol.metrics import SYSTEMATIC, RequestResult
 from locust_llm.protocol.retry import RETRYABLE
 from locust_llm.runtime.run import LLMRun
@@ -60,11 +61,23 @@ def preflight(run: LLMRun) -> str | None:
     return None
 
 
+def _wrong_api(result: RequestResult, api: Api, path: str) -> str | None:
+    """What to fix when a failure says the server does not speak ``api``: a 404 that does not name a model (the
+    path is unknown), or a 400 about ``anthropic-version``."""
+    error = (result.error or "").lower()
+    if result.http_status == 404 and api.name != "chat" and "model" not in error:
+        return f"HTTP 404: this server does not serve {path} (--api {api.name}); try --api chat"
+    if result.http_status == 400 and api.name == "messages" and "anthropic-version" in error:
+        return "HTTP 400: this server refuses the anthropic-version header the Messages API needs (2023-06-01)"
+    return None
+
+
 def _send(run: LLMRun, host: str, name: str, route: Route | None) -> str | None:
     """One preflight request to ``host`` (a route's key only to its own); the message that stops the run, or None.
     Then ``--output-length`` is resolved for ``name`` (:func:`_exact_lengths`)."""
     config = run.require_config()
-    url = URL(host + "/chat/completions")
+    api = config.api_of(route)
+    url = URL(host + api.path)
     timeout_s = min(PREFLIGHT_TIMEOUT_S, config.request_timeout_s)
     messages, max_tokens = config.workload.messages(random.Random(config.seed))
     http = HTTPClient.from_url(
@@ -80,7 +93,7 @@ def _send(run: LLMRun, host: str, name: str, route: Route | None) -> str | None:
         model, extra = (run.model, None) if route is None else (route.model, route.extra_body)
         if route is not None:
             max_tokens = min(max_tokens, route.max_tokens or max_tokens)
-        body = config.workload.body(model, messages, max_tokens, extra, exact)
+        body = config.workload.body(model, messages, max_tokens, extra, exact, api)
         return run_stream(
             http,
             url.request_uri,
@@ -90,6 +103,7 @@ def _send(run: LLMRun, host: str, name: str, route: Route | None) -> str | None:
             timeout_s=timeout_s,
             intended_ns=time.perf_counter_ns(),
             secrets=config.secrets,
+            api=api,
         )
 
     try:
@@ -114,6 +128,9 @@ def _send(run: LLMRun, host: str, name: str, route: Route | None) -> str | None:
     if result.ok:
         logger.info("locust-llm: preflight request to %s answered (TTFT %.0f ms)", host, (result.ttft_ns or 0) / 1e6)
         return None
+    wrong_api = _wrong_api(result, api, url.path)
+    if wrong_api is not None:
+        return f"the first request to {host} failed: {wrong_api}; the server said: {result.error}"
     if result.cause in SYSTEMATIC:
         return f"the first request to {host} failed: {SYSTEMATIC[result.cause]}; the server said: {result.error}"
     logger.warning("locust-llm: the preflight request to %s failed (%s); starting the run anyway", host, result.error)

@@ -1,9 +1,7 @@
-"""A watchdog on this process's event loop: how long the loop was held, as a share of the time, for the validity rules.
+"""A watchdog on this process's event loop: how long the loop was held, as a share of the time (validity rule 3).
 
-It reads the loop's own turn watchers (``http.loop.LoopTurn``: each turn whose work held the loop over ``STALL_NS``),
-adding no timer, and files what a watchdog ticking every :data:`TICK_S` would have: for a turn held ``W``, ``W``,
-``W - TICK``, ... (the correction for coordinated omission), and 0 for each other tick. So a step's ``loop_stall``
-percentiles are shares of its time, whatever held the loop (a blocking call, a slow scrape, a GC pause).
+It adds no timer: from the loop's turn watchers (``http.loop.LoopTurn``) it files what a watchdog ticking every
+:data:`TICK_S` would have seen (``W``, ``W - TICK``, ... for a turn held ``W``: no coordinated omission).
 """
 
 from __future__ import annotations

@@ -38,9 +38,10 @@ def usage(
 class ChunkFormat:
     """The chunks of one completion (``chatcmpl-sim{seq_id}``)."""
 
+    numbered = False  # a token's chunk ends with its tail (the Responses API's end with a number: serve_responses)
     __slots__ = ("completion_id", "created", "head", "include_usage", "model", "reasoning_head", "tail")
 
-    def __init__(self, seq_id: int, model: str, include_usage: bool) -> None:
+    def __init__(self, seq_id: int, model: str, include_usage: bool, prompt_tokens: int = 0) -> None:
         self.completion_id = f"chatcmpl-sim{seq_id:012d}"
         self.created = int(time.time())
         self.model = model

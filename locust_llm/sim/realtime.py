@@ -1,9 +1,8 @@
 """Real-time scheduling for the simulator's process (``locust-llm sim --realtime``).
 
-Under normal scheduling any task woken on the simulator's core runs at once, even while a step's writes wait.
-``SCHED_FIFO`` priority 1 lets others run only while the simulator sleeps between steps; the kernel's own real-time
-threads and its throttling still come first; children start normal (``SCHED_RESET_ON_FORK``). A refusal raises
-:class:`RealtimeRefused` with what is needed, and the simulator exits rather than serve with other timing than asked.
+``SCHED_FIFO`` priority 1 lets other tasks run on the simulator's core only while it sleeps between steps; children
+start normal. A refusal raises :class:`RealtimeRefused` with what is needed: the simulator exits rather than serve
+with other timing than asked.
 """
 
 from __future__ import annotations

@@ -1,10 +1,8 @@
 """The simulator's running state: each model's replicas (an engine and the timer that emits its tokens), its rate
 limiter and counters, and the responses in flight.
 
-One timer per replica wakes shortly before the engine's next step ends and writes each due token straight to its
-stream's transport as one HTTP chunk; no coroutine wakes per token. Every request handler first emits any overdue
-step (:meth:`Replica.catch_up`), so a burst of handlers delays a step by one handler's work. docs/simulator.md,
-"Timing of the writes".
+One timer per replica writes each due token straight to its stream's transport as one HTTP chunk; every request
+handler first emits any overdue step (:meth:`Replica.catch_up`). docs/simulator.md, "Timing of the writes".
 """
 
 from __future__ import annotations
@@ -180,11 +178,12 @@ class Replica:
                 continue
             head = stream.head if index >= stream.reasoning else stream.reasoning_head
             word = TOKEN_JSON[token_id(seed, seq_id, index)]
+            tail = stream.tail if not stream.numbered else b"%b%d}\n\n" % (stream.tail, stream.numbered + index)
             if last:
-                payload = head + word + stream.tail + stream.final_chunks("length", self.cached_tokens(stream))
+                payload = head + word + tail + stream.final_chunks("length", self.cached_tokens(stream))
                 chunk = b"%x\r\n%b\r\n" % (len(payload), payload)
             else:  # one formatting, no joined payload: the usual token
-                chunk = b"%x\r\n%b%b%b\r\n" % (len(head) + len(word) + len(stream.tail), head, word, stream.tail)
+                chunk = b"%x\r\n%b%b%b\r\n" % (len(head) + len(word) + len(tail), head, word, tail)
             writes.append((transport.write, chunk))  # type: ignore[attr-defined]
             taken.append((stream, index, at_ns, last, 0))
         return made

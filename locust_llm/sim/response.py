@@ -25,6 +25,7 @@ class Stream:
         "head",
         "history",
         "key",
+        "numbered",
         "output_tokens",
         "prompt_tokens",
         "reasoning",
@@ -50,6 +51,7 @@ class Stream:
         reasoning: int = 0,
         history: tuple[str, int] | None = None,
         taken_ns: int | None = None,
+        fmt: type[ChunkFormat] = ChunkFormat,
     ) -> None:
         self.seq_id = seq_id
         self.sent_ns = time.monotonic_ns() if taken_ns is None else taken_ns
@@ -68,9 +70,11 @@ class Stream:
         self.fault = fault
         self.fault_at = output_tokens // 2
         self.text: list[str] = []
-        self.fmt = ChunkFormat(seq_id, model, include_usage)
+        self.fmt = fmt(seq_id, model, include_usage, prompt_tokens)  # the API's (sim/chunks.py and sim/serve_*.py)
         self.head, self.tail = self.fmt.head, self.fmt.tail
         self.reasoning_head = self.fmt.reasoning_head
+        self.numbered = getattr(self.fmt, "FIRST_DELTA", 0) if self.fmt.numbered else 0
+        """The first token's ``sequence_number`` when each token's event ends with one (after ``tail``); else 0."""
 
     def final_chunks(self, finish_reason: str, cached_tokens: int = 0) -> bytes:
         done = self.fault != "no-done"

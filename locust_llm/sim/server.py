@@ -1,6 +1,7 @@
 """The simulator's HTTP front (aiohttp): OpenAI-compatible routes around the replicas, and :func:`serve`.
 
-Routes: ``POST /v1/chat/completions`` (streamed or not), ``GET /v1/models``, ``GET /health``, ``GET /sim/stats``
+Routes: ``POST /v1/chat/completions`` (streamed or not; ``/v1/responses``, ``/v1/messages`` and ``/v1/completions``
+streamed, in the same engine), ``GET /v1/models``, ``GET /health``, ``GET /sim/stats``
 (counters, truth, lateness), ``GET /sim/truth`` (the expected steady state for a load, or an open-loop replay) and
 ``POST /sim/reset-lateness``.
 """
@@ -19,13 +20,17 @@ import socket
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
+from typing import Any
 
+import orjson
 from aiohttp import web
 
 from locust_llm.config.gc_settings import tune_gc
 from locust_llm.config.parsers import parse_arrivals
-from locust_llm.sim import realtime
-from locust_llm.sim.chunks import completion_body, error_body
+from locust_llm.protocol.metrics import ANTHROPIC_RATELIMIT_HEADERS, RATELIMIT_HEADERS
+from locust_llm.sim import realtime, serve_completions, serve_messages, serve_responses
+from locust_llm.sim.chunks import ChunkFormat, completion_body, error_body
 from locust_llm.sim.engine import SeqRequest
 from locust_llm.sim.presets import SimConfig
 from locust_llm.sim.replicas import ModelRuntime
@@ -96,6 +101,9 @@ class SimServer:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_post("/v1/chat/completions", self.chat_completions)
+        app.router.add_post("/v1/responses", self.responses)
+        app.router.add_post("/v1/messages", self.messages)
+        app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/v1/models", self.list_models)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
@@ -119,13 +127,30 @@ class SimServer:
             replica.catch_up(now)
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "chat")
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "responses")
+
+    async def messages(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "messages")
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        return await self._complete(request, "completions")
+
+    async def _complete(self, request: web.Request, api: str) -> web.StreamResponse:
+        """One request of ``api``, taken in chat form (``sim/serve_*.py``) by the same engine."""
         taken = time.monotonic_ns()  # the delivered TTFT's start: the client waits through the catch-up too
         self._catch_up(taken)
         self.requests_by_key[key_fingerprint(_api_key(request))] += 1
         body = await request.read()
         self._catch_up()
         try:
+            if api != "chat":
+                body = _as_chat(api, body, request.headers.get("anthropic-version"))
             chat = parse_chat_request(body, self._contexts, self.prefix_mode, self.config.min_tokens)
+            if api != "chat" and not chat.stream:
+                raise BadRequest(f"This simulator answers /v1/{api} streamed only: set 'stream': true.", "stream")
         except BadRequest as exc:
             return self._answer(None, _bad_request(exc))
         runtime = self.models[chat.model]
@@ -135,13 +160,16 @@ class SimServer:
         if fault in _HTTP_FAULTS:
             status, message, err_type = _HTTP_FAULTS[fault]
             return self._answer(runtime, _error(status, message, err_type))
+        limits: Callable[[str], dict[str, str]] = runtime.limiter.headers
+        if api == "messages":
+            limits = _anthropic_headers(limits)
         key = _api_key(request)
         client = f"{request.remote}|{request.headers.get('User-Agent', '')}"
         rejection = runtime.limiter.acquire(key, client, chat.prompt_tokens + chat.max_tokens, time.monotonic_ns())
         if rejection is not None:
             headers = {"Retry-After": str(max(1, round(rejection.retry_after_s + 0.4999)))}
             headers["retry-after-ms"] = str(round(rejection.retry_after_s * 1000))
-            headers.update(runtime.limiter.headers(key))
+            headers.update(limits(key))
             return self._answer(
                 runtime, _error(429, rejection.message, "requests", "rate_limit_exceeded", None, **headers)
             )
@@ -149,14 +177,25 @@ class SimServer:
         if overload is not None and runtime.waiting >= overload:
             runtime.limiter.release(key)
             runtime.rejected_overload += 1
+            status = 529 if api == "messages" else 503  # Anthropic's "overloaded"
             return self._answer(
                 runtime,
-                _error(503, "The server is overloaded, please retry later.", "server_error", **{"Retry-After": "1"}),
+                _error(
+                    status, "The server is overloaded, please retry later.", _OVERLOADED[api], **{"Retry-After": "1"}
+                ),
             )
-        return await self._generate(request, runtime, chat, key, fault, taken)
+        return await self._generate(request, runtime, chat, key, fault, taken, api, limits)
 
     async def _generate(
-        self, request: web.Request, runtime: ModelRuntime, chat: ChatRequest, key: str, fault: str | None, taken: int
+        self,
+        request: web.Request,
+        runtime: ModelRuntime,
+        chat: ChatRequest,
+        key: str,
+        fault: str | None,
+        taken: int,
+        api: str = "chat",
+        limits: Callable[[str], dict[str, str]] | None = None,
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         seq_id = next(self._seq)
@@ -189,7 +228,7 @@ class SimServer:
                 self._close_after(request)
             return resp
         headers = {"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"}
-        headers.update(runtime.limiter.headers(key))
+        headers.update((limits or runtime.limiter.headers)(key))
         if close:
             headers["Connection"] = "keep-alive"
         resp = _EventStream(headers=headers)
@@ -207,6 +246,7 @@ class SimServer:
             min(runtime.spec.reasoning_tokens, output - 1),
             chat.history,
             taken,
+            _FORMATS[api],
         )
         self._answer(runtime, resp)
         try:
@@ -313,11 +353,51 @@ class SimServer:
 
 
 def _api_key(request: web.Request) -> str:
-    """The request's key: ``Authorization: Bearer KEY``, else Azure OpenAI's ``api-key`` header."""
+    """The request's key: ``Authorization: Bearer KEY``, else Azure OpenAI's ``api-key`` or Anthropic's
+    ``x-api-key`` header."""
     auth = request.headers.get("Authorization", "")
     if auth.lower().startswith("bearer "):
         return auth[7:].strip()
-    return request.headers.get("api-key", "").strip() or "anonymous"
+    headers = request.headers
+    return (headers.get("api-key", "") or headers.get("x-api-key", "")).strip() or "anonymous"
+
+
+_FORMATS: dict[str, type[Any]] = {
+    "chat": ChunkFormat,
+    "responses": serve_responses.ResponsesFormat,
+    "messages": serve_messages.MessagesFormat,
+    "completions": serve_completions.CompletionsFormat,
+}
+
+
+def _as_chat(api: str, raw: bytes, version: str | None) -> bytes:
+    """A request of ``api`` (not chat) as a chat completion's body. Raises :class:`BadRequest`."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        raise BadRequest("We could not parse the JSON body of your request.") from None
+    if not isinstance(body, dict):
+        raise BadRequest("The request body must be a JSON object.")
+    if api == "responses":
+        chat = serve_responses.as_chat(body)
+    elif api == "messages":
+        chat = serve_messages.as_chat(body, version)
+    else:
+        chat = serve_completions.as_chat(body)
+    return orjson.dumps(chat)
+
+
+def _anthropic_headers(headers: Callable[[str], dict[str, str]]) -> Callable[[str], dict[str, str]]:
+    """``headers`` (the limiter's ``x-ratelimit-*``) under the names the Messages API uses."""
+
+    def renamed(key: str) -> dict[str, str]:
+        return {_ANTHROPIC_NAMES.get(name, name): value for name, value in headers(key).items()}
+
+    return renamed
+
+
+_OVERLOADED = {"messages": "overloaded_error"} | dict.fromkeys(("chat", "responses", "completions"), "server_error")
+_ANTHROPIC_NAMES = dict(zip(RATELIMIT_HEADERS, ANTHROPIC_RATELIMIT_HEADERS, strict=True))
 
 
 def key_fingerprint(key: str) -> str:

@@ -1,4 +1,4 @@
-"""``ChatStreamUser``: streams chat completions over FastHttp and reports TTFT, every ITL gap and E2E."""
+"""``ChatStreamUser``: streams answers of any ``--api`` over FastHttp and reports TTFT, every ITL gap and E2E."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from locust_llm.config.tls import client_kwargs
 from locust_llm.http.attempt import FirstToken
 from locust_llm.http.post import drop_idle_connections
 from locust_llm.http.stream import run_stream
+from locust_llm.protocol.api import Api
 from locust_llm.protocol.metrics import RequestResult
 from locust_llm.protocol.tokens import estimate_prompt_tokens
 from locust_llm.runtime.run import llm_run
@@ -27,9 +28,10 @@ __all__ = ["ChatStreamUser"]
 class _Target:
     """Where one user's attempts on a model or route go: its client, URI and headers (the route's key only)."""
 
-    __slots__ = ("headers", "http", "route", "uri", "warm")
+    __slots__ = ("api", "headers", "http", "route", "uri", "warm")
 
-    def __init__(self, http: Any, uri: str, headers: dict[str, str], route: Route | None) -> None:
+    def __init__(self, http: Any, uri: str, headers: dict[str, str], route: Route | None, api: Api) -> None:
+        self.api = api
         self.http = http
         self.uri = uri
         self.headers = headers
@@ -38,7 +40,7 @@ class _Target:
 
 
 class ChatStreamUser(LLMUserMixin, FastHttpUser):
-    """POST ``{host}/chat/completions`` with ``stream: true`` in a closed loop, one request at a time.
+    """POST ``{host}/chat/completions`` (or ``--api``'s path) with ``stream: true`` in a closed loop, one at a time.
 
     Each request is timed on one ``time.perf_counter_ns()`` clock (see :mod:`locust_llm.protocol.metrics`) and fires the
     Locust events ``TTFT``, ``ITL`` (one per gap) and ``E2E`` (name = model). A request that fails on a reused
@@ -82,7 +84,8 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
     ) -> _Target:
         """The client, URI and headers of one model's or route's requests; through Locust's pool (one host) or,
         for a route, a client of its own."""
-        url = URL(base + "/chat/completions")
+        api = self.config.api_of(route)
+        url = URL(base + api.path)
         kwargs = {**args, **client_kwargs(tls, run.proxy(base))}
         if pool is not None:
             pool.client_args.update(kwargs)
@@ -90,7 +93,7 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         else:
             http = HTTPClient.from_url(url, **kwargs)
         headers = self.config.request_headers(self.user_agent, route)
-        return _Target(http, url.request_uri, headers, route)
+        return _Target(http, url.request_uri, headers, route, api)
 
     def on_stop(self) -> None:
         super().on_stop()
@@ -109,10 +112,10 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         route = target.route
         exact = self.exact_lengths(model if route is not None else self.llm.model)
         if route is None:
-            body = self.workload.body(model, messages, max_tokens, None, exact)
+            body = self.workload.body(model, messages, max_tokens, None, exact, target.api)
         else:
             max_tokens = min(max_tokens, route.max_tokens or max_tokens)
-            body = self.workload.body(route.model, messages, max_tokens, route.extra_body, exact)
+            body = self.workload.body(route.model, messages, max_tokens, route.extra_body, exact, target.api)
         started = 0
         for fresh in (False, True):
             result = run_stream(
@@ -128,6 +131,7 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
                 keep_reply=self.keep_reply,
                 on_cut=self.llm.recorder.record_cut,
                 fast=self.fast_path,
+                api=target.api,
             )
             if fresh or not (result.stale and target.warm):
                 break

@@ -1,10 +1,9 @@
 """How one user turns a client request into attempts: routes, cool-downs, fallbacks, hedging, retries, backoff.
 
-(0) With ``--routes`` a client request starts on a primary route drawn by weight. (1) Under ``honor`` a refusing
-model cools down until its wait has passed (with ``--routes``, so does a route failing on the server's side). (2) A
-``fallback_on`` status or cause goes to the next model at once. (3) A hedge races an attempt with no first token by
-``--hedge-ttft-ms``. (4) A retry starts again at (1). (5) A systematic failure pauses the user. (6) Under ``honor`` a
-server-side failure backs off. docs/methodology.md, "Retries, fallback and hedging", states each rule.
+(0) A route drawn by weight (``--routes``). (1) Under ``honor`` a refusing model (or failing route) cools down until
+its wait has passed. (2) A ``fallback_on`` status or cause goes to the next model. (3) A hedge races an attempt with
+no first token. (4) A retry starts at (1). (5) A systematic failure pauses the user. (6) A server-side failure backs
+off. docs/methodology.md, "Retries, fallback and hedging", states each rule.
 """
 
 from __future__ import annotations

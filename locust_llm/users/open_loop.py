@@ -1,11 +1,9 @@
 """Open loop (``--rates``, ``--trace``): one user per generator process sends its share of each step's arrivals on
-schedule (a trace's: its own times at the step's speed, its entries split among the processes by index).
+schedule, each in a greenlet of its own.
 
-Each arrival, due at its scheduled time (its intended start), makes a client request through the user's flow in a
-greenlet of its own. An arrival that finds this process's share of ``--max-in-flight`` in flight is dropped and
-counted, never delayed. A trace's session runs in its arrival's greenlet, turn after turn with the history (later
-turns are arrivals too, never dropped), until its step ends or a turn fails. When the shape ends, the requests in
-flight finish (the drain).
+An arrival that finds this process's share of ``--max-in-flight`` in flight is dropped and counted, never delayed.
+A trace's session runs turn after turn in its arrival's greenlet (later turns are never dropped) until its step
+ends or a turn fails. When the shape ends, the requests in flight finish (the drain).
 """
 
 from __future__ import annotations

@@ -13,8 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
+from locust_llm.protocol import api_chat
+from locust_llm.protocol.api import Api, Message, exact_fields
+from locust_llm.protocol.api_chat import chat_body
 from locust_llm.protocol.tokens import content_text, estimate_prompt_tokens
 from locust_llm.workload.draws import (
     Length,
@@ -31,6 +32,7 @@ __all__ = [
     "BUILTIN_TEMPLATES",
     "EXACT_FIELDS",
     "Length",
+    "Message",
     "Prompt",
     "PromptError",
     "ThinkTime",
@@ -64,8 +66,6 @@ _FILLER = (
     "old stories toward distant seas where sailors share bread songs and careful plans"
 ).split()
 
-Message = dict[str, Any]
-
 
 def synthetic_text(tokens: int, rng: random.Random) -> str:
     """About ``tokens`` tokens (4 bytes each) of filler words."""
@@ -80,35 +80,7 @@ def synthetic_text(tokens: int, rng: random.Random) -> str:
 
 
 EXACT_FIELDS = ("min_tokens", "ignore_eos")
-"""What asks for ``max_tokens`` exactly (``--output-length exact``): vLLM and SGLang honour ``min_tokens``, llama.cpp
-``ignore_eos``; both are sent, and ``--extra-body`` may set either to ``null`` to leave it out."""
-
-
-def exact_fields(max_tokens: int) -> dict[str, Any]:
-    return {"min_tokens": max_tokens, "ignore_eos": True}
-
-
-def chat_body(
-    model: str, messages: Sequence[Message], max_tokens: int, extra: dict[str, Any] | None = None, exact: bool = False
-) -> bytes:
-    """The JSON body of a streamed chat completion that asks for a final ``usage`` chunk (and, ``exact``, for
-    ``max_tokens`` exactly: :data:`EXACT_FIELDS`); ``extra`` is merged in, and its ``null`` fields are left out
-    (``{"stream_options": null}`` for a server that refuses the field)."""
-    body: dict[str, Any] = {
-        "model": model,
-        "messages": list(messages),
-        "max_tokens": max_tokens,
-        "stream": True,
-        "stream_options": {"include_usage": True},
-    }
-    if exact:
-        body.update(exact_fields(max_tokens))
-    for key, value in (extra or {}).items():
-        if value is None:
-            body.pop(key, None)
-        else:
-            body[key] = value
-    return orjson.dumps(body)
+"""What asks for ``max_tokens`` exactly (``--output-length exact``): :func:`~locust_llm.protocol.api.exact_fields`."""
 
 
 @dataclass(frozen=True)
@@ -197,8 +169,10 @@ class Workload:
         max_tokens: int,
         route_extra: Mapping[str, Any] | None = None,
         exact: bool = False,
+        api: Api = api_chat.API,
     ) -> bytes:
-        """The request body of ``messages`` for ``model`` (the same messages go to every fallback model); a route's
-        own ``extra_body`` is merged over ``--extra-body``; ``exact``: ask for ``max_tokens`` exactly."""
+        """The request body of ``messages`` for ``model`` in ``api``'s form (the same messages go to every fallback
+        model); a route's own ``extra_body`` is merged over ``--extra-body``; ``exact``: ask for ``max_tokens``
+        exactly."""
         extra = {**(self.extra_body or {}), **route_extra} if route_extra else self.extra_body
-        return chat_body(model, messages, max_tokens, extra, exact)
+        return api.body(model, messages, max_tokens, extra, exact)

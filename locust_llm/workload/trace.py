@@ -1,10 +1,8 @@
 """Traces of real traffic (``--trace``): JSON Lines of timestamped requests, replayed at a speed. Pure.
 
-The Mooncake format as it is: ``timestamp`` (ms), ``input_length`` or the text (``text_input``, ``messages``),
-optional ``output_length``, ``hash_ids`` (block ids: requests sharing leading ids share that prefix) and ``model``.
-Each *pass* over the trace (a step, each wrap) salts its prompts' first bytes: ``hash_ids`` share within a pass,
-never across passes, as in the real traffic (``--trace-cache-across-steps``: no salt). Entries sharing a
-``session_id`` are one conversation: later turns follow the answer before by their ``delay`` ms.
+The Mooncake format: ``timestamp`` (ms), ``input_length`` or the text, optional ``output_length``, ``hash_ids``
+(shared leading ids share a prefix) and ``model``. Each pass over the trace salts its prompts, so ``hash_ids`` share
+within a pass only (``--trace-cache-across-steps``: no salt). Entries sharing a ``session_id`` are one conversation.
 Docs: docs/workloads.md, "Replay your own traffic".
 """
 

@@ -24,6 +24,7 @@ import locust_llm.http.stamps as stamps_module
 import locust_llm.http.stream as stream_module
 from locust_llm.http.post import ResponseStart
 from locust_llm.http.stream import run_stream
+from locust_llm.protocol import api_chat
 from locust_llm.protocol.metrics import Outcome
 from locust_llm.sim.certs import make_certificates
 
@@ -94,7 +95,7 @@ class Script:
             read(sock)
         return True
 
-    def run(self, mode: str, monkeypatch, timeout_s: float = 5.0, keep_reply: bool = True):
+    def run(self, mode: str, monkeypatch, timeout_s: float = 5.0, keep_reply: bool = True, api=api_chat.API):
         """``own``: as shipped (our head read and unframing, pumped); ``parser``: sent by ``HTTPClient.request``,
         its parser unframes, pumped; ``readline``: sent by ``HTTPClient.request``, the readline loop alone."""
         self.now = 0
@@ -119,6 +120,7 @@ class Script:
                 intended_ns=0,
                 clock=self.clock,
                 keep_reply=keep_reply,
+                api=api,
             )
         finally:
             http.close()
