@@ -1,7 +1,7 @@
 """Generator accuracy and cost: locust-llm's user against a minimal asyncio + aiohttp client and three floors.
 
     python bench/generator.py [--streams 128,256,512] [--seconds 25] [--max-tokens 64[,256]] [--tls] [--turns 4]
-                              [--repeat 3] [--generators ...] [--cpu at-once|alone]
+                              [--repeat 3] [--generators ...] [--cpu at-once|alone] [--api responses,messages]
 
 A pacing server with known TTFT (200 ms) and ITL (20 ms) runs on one core, each generator alone on the other. Per
 stream count it prints, side by side from one run, each generator's TTFT/ITL p50/p99 errors (against what the
@@ -11,7 +11,8 @@ on uvloop and asyncio, bench/raw_gevent_client.py on gevent). The goals are prin
 (bench/_verdict.py): CPU per token <= 1.5x each floor, judged from pairs run at once (bench/_at_once.py); TTFT p99
 error <= the floor's + 1 ms; ITL p99 error <= the floor's + 0.6 ms. ``--tls`` also runs over HTTPS, ``--turns N``
 as conversations (goal <= 1.05x the single turn), and two answer lengths split CPU into per-token and per-request
-parts. What each column means and the current figures: docs/performance.md, "The generator".
+parts. ``--api NAMES`` runs instead ``ChatStreamUser`` on each API and on chat at once (goal <= 1.1x chat's CPU).
+What each column means and the current figures: docs/performance.md, "The generator".
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +50,7 @@ TTFT_MS, ITL_MS, MAX_TOKENS, WARMUP_S = 200.0, 20.0, 64, 6.0
 MIN_SECONDS = WARMUP_S + 4.0
 """The shortest ``--seconds``: the warm-up, a measured window of 2 s, and the 2 s left out before the end."""
 TURNS_GOAL = 1.05
+API_GOAL = 1.1  # x chat's CPU per token, --api
 CPU_GOAL = 1.5  # x the floor's CPU per token
 TTFT_P99_GOAL_MS, ITL_P99_GOAL_MS = 1.0, 0.6  # above the floor's p99 error
 FLOORS = ("raw", "raw-asyncio", "raw-gevent")
@@ -237,7 +240,18 @@ def main() -> None:
         help="Also serve HTTPS (the simulator's --tls, its CA trusted "
         "by every generator): each generator runs over plain HTTP and over TLS, in the same run.",
     )
+    parser.add_argument(
+        "--api",
+        default=None,
+        help="Instead of --generators: run locust-llm on each of these APIs (responses, messages, completions; "
+        f"comma-separated) and on chat at the same time, and judge its CPU per token against chat's (goal <= "
+        f"{API_GOAL}x).",
+    )
     args = parser.parse_args()
+    apis = [name.strip() for name in (args.api or "").split(",") if name.strip()]
+    unknown = [name for name in apis if name not in ("responses", "messages", "completions")]
+    if unknown:
+        parser.error(f"--api takes responses, messages or completions, comma-separated; got {args.api!r}")
     if args.turns is not None and args.turns < 2:
         parser.error(f"--turns must be an integer >= 2, got {args.turns}")
     counts = _ints(args.streams, 1)
@@ -259,6 +273,19 @@ def main() -> None:
     floors = [kind for kind in generators if kind in FLOORS] if args.cpu == "at-once" else []
     if "locust-llm" not in generators:
         floors = []
+    if apis:
+        api_rows = [
+            api_at_once(api, streams, tokens, repeat, args.seconds, server_core, gen_core)
+            for streams in counts
+            for repeat in range(args.repeat)
+            for tokens in lengths
+            for api in apis
+        ]
+        print(table(api_rows))
+        print()
+        for line in api_verdicts(api_rows):
+            print(line)
+        return
     rows, together = [], []
     for streams in counts:
         for repeat in range(args.repeat):
@@ -328,6 +355,60 @@ def at_once(
         "server_steal_pct": round(window.server_steal_pct, 1),
         "steal_pct": round(window.steal_pct, 1),
     }
+
+
+def api_at_once(
+    api: str, streams: int, tokens: int, repeat: int, seconds: float, server_core: int | None, core: int | None
+) -> dict:
+    """locust-llm on ``api`` and on chat, ``streams`` streams each, at the same time on ``core``, each against its
+    own model of one pacing server (the first start alternating by repeat): one row of the ``--api`` goal."""
+    print(f"  locust-llm --api {api} and chat at once, {streams} streams each ...", file=sys.stderr, flush=True)
+    flip = repeat % 2 == 1
+    with tempfile.TemporaryDirectory() as tmp:
+
+        def user(name: str) -> Callable[[str, str], tuple[list[str], None, Path]]:
+            def cmd(url: str, model: str) -> tuple[list[str], None, Path]:
+                run = chat_user_cmd(
+                    ROOT / "locustfile.py", url, model, streams, seconds, WARMUP_S, tokens, f"{tmp}/{name}"
+                )
+                return [*run, "--api", name], None, ROOT
+
+            return cmd
+
+        window = run_at_once(
+            [user("chat"), user(api)] if flip else [user(api), user("chat")],
+            seconds=seconds,
+            startup_s=2.5 + WARMUP_S,
+            server_core=server_core,
+            core=core,
+            sim_args=("--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS)),
+        )
+    mine, chat = window.shares[::-1] if flip else window.shares
+    return {
+        "streams": streams,
+        "tokens": tokens,
+        "api": api,
+        "us_per_token": round(mine.us_per_token, 2),
+        "chat_us_per_token": round(chat.us_per_token, 2),
+        "ratio": round(mine.us_per_token / chat.us_per_token, 3),
+        "server_late_5ms_pct": round(window.late_pct, 2),
+        "steal_pct": round(window.steal_pct, 1),
+    }
+
+
+def api_verdicts(rows: list[dict]) -> list[str]:
+    """One goal line per API and stream count: CPU per token on the API over chat's, judged from the pairs at once."""
+    lines = []
+    for api in dict.fromkeys(row["api"] for row in rows):
+        for streams in dict.fromkeys(row["streams"] for row in rows):
+            mine = [row for row in rows if row["api"] == api and row["streams"] == streams]
+            verdict = judge(
+                mine, mine, lambda a, _b: float(a["ratio"]), lambda r: r <= API_GOAL, near(API_GOAL, AT_ONCE_NOISE)
+            )
+            lines.append(
+                f"{streams:>4} streams: CPU per token --api {api} / chat, at once = {verdict.text(f'<= {API_GOAL}')}"
+            )
+    return lines
 
 
 def _ints(text: str, least: int, distinct: bool = False) -> list[int] | None:

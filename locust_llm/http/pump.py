@@ -7,6 +7,8 @@ loop's semantics. Why and how: docs/architecture.md, "The body is read in the ev
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -43,6 +45,9 @@ class Tokens:
     """The end event (``[DONE]``) was seen: ``on_data`` ignores every later event, so no token is taken any more."""
     event: bytes = b""
     """The ``event:`` line's name before a token event's data, for APIs that name their events (none: chat)."""
+    framed: re.Pattern[bytes] | None = None
+    """A numbered shape's single-token read (:func:`_token_frame`), made once: the chunk's size in hex (group 1),
+    the event's lines with their digits free and the literal (group 2)."""
 
 
 def pumpable(response: Any) -> bool:
@@ -98,12 +103,12 @@ def pump(
     waiter = Waiter(hub)
     defer = hub.loop.run_callback
     watcher, made = _read_watcher(sock, hub)
-    head, tail = _token_frame(tokens, buffer, decoder, unchunker)
+    head, tail, framed = _token_frame(tokens, buffer, decoder, unchunker)
     token_ns = None if tokens is None else tokens.token_ns
     slices = None if tokens is None else tokens.slices
 
     def readable() -> None:
-        nonlocal head, tail
+        nonlocal head, tail, framed
         try:
             if cell is not None and cell.kernel_stamps:  # the kernel's receive time (docs/architecture.md, "Stamps")
                 data, ancillary, _flags, _address = recvmsg(RECV_BYTES, CMSG_BYTES)
@@ -121,11 +126,18 @@ def pump(
                         if slices is not None:
                             slices.append(literal)
                         return
+            elif framed is not None and (match := framed.fullmatch(data)) is not None:  # the same, numbered
+                hexa, literal = match.group(1, 2)
+                if int(hexa, 16) == len(data) - len(hexa) - 4 and is_content_literal(literal):
+                    token_ns.append(now)  # type: ignore[union-attr]  # framed is set only with tokens
+                    if slices is not None:
+                        slices.append(literal)
+                    return
             if not data:  # end of file: the parser gets what it has not seen; the readline loop judges
                 if unchunker is not None:
                     unchunker.end_of_file()
             elif not take(data, now):
-                head, tail = _token_frame(tokens, buffer, decoder, unchunker)
+                head, tail, framed = _token_frame(tokens, buffer, decoder, unchunker)
                 return
         except BlockingIOError:
             return  # a spurious wake-up
@@ -185,18 +197,20 @@ def _sleep(watcher: Any, waiter: Waiter, readable: Callable[[], None], made: boo
             watcher.close()
 
 
-_NOT_USUAL = (b"", b"")
+_NOT_USUAL: tuple[bytes, bytes, None] = (b"", b"", None)
 
 
 def _token_frame(
     tokens: Tokens | None, buffer: bytearray, decoder: SSEDecoder, unchunker: Unchunker | None
-) -> tuple[bytes, bytes]:
+) -> tuple[bytes, bytes, re.Pattern[bytes] | None]:
     """The bytes of a single-token read before and after its literal, in the chunk's framing, when the next read
-    may be taken in one step; else two empty strings. A shape learned from an event of several data lines (an LF in
-    its data; the decoder never gives a CR) is never one line."""
+    may be taken in one step (for a numbered shape, the read's regular expression instead, :attr:`Tokens.framed`);
+    else two empty strings and None. A shape learned from an event of several data lines (an LF in its data; the
+    decoder never gives a CR) is never one line."""
     if tokens is None or unchunker is None:
         return _NOT_USUAL
-    prefix, suffix = tokens.shape.prefix, tokens.shape.suffix
+    shape = tokens.shape
+    prefix, suffix = shape.prefix, shape.suffix
     if (
         prefix is None
         or tokens.done
@@ -208,7 +222,18 @@ def _token_frame(
     ):
         return _NOT_USUAL
     event = b"\r\nevent: " + tokens.event + b"\ndata: " if tokens.event else b"\r\ndata: "
-    return event + prefix, suffix + b"\n\n\r\n"
+    if shape.regex is None:
+        return event + prefix, suffix + b"\n\n\r\n", None
+    if tokens.framed is None:
+        tokens.framed = _framed(event, shape.regex)
+    return b"", b"", tokens.framed
+
+
+@functools.lru_cache(maxsize=64)
+def _framed(event: bytes, regex: re.Pattern[bytes]) -> re.Pattern[bytes]:
+    """A numbered shape's single-token read, chunk framing and all (made once per shape, as the shape's own)."""
+    lines = re.escape(event) + regex.pattern + re.escape(b"\n\n\r\n")
+    return re.compile(b"([0-9a-f]{1,3})" + lines)  # under 4096 bytes, as SIZES
 
 
 def decode_events(buffer: bytearray, decoder: SSEDecoder, on_data: OnData, now: int) -> bool:

@@ -121,7 +121,8 @@ def _read_events(
     response's own ``readline`` and ``read``."""
     result = attempt.result
     decoder = SSEDecoder()
-    tokens = Tokens(TokenShape(api.token_text), result.token_ns, attempt.reply_slices, event=api.token_event)
+    shape = TokenShape(api.token_text, api.numbered)  # learned from the first token (Tokens)
+    tokens = Tokens(shape, result.token_ns, attempt.reply_slices, event=api.token_event)
     shape, token_ns, slices = tokens.shape, tokens.token_ns, tokens.slices
 
     def on_data(data: bytes, now_ns: int) -> bool:

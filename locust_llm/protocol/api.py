@@ -55,6 +55,9 @@ class Api:
     (:class:`~locust_llm.protocol.sse.TokenShape`)."""
     end: str
     """The end event, as a failure message names it (``'data: [DONE]'``, ``'response.completed'``)."""
+    numbered: bool = False
+    """Its events carry numbers that change from token to token (``sequence_number``): the learned token shape
+    leaves their digits free (:class:`~locust_llm.protocol.sse.TokenShape`)."""
     token_event: bytes = b""
     """The ``event:`` name of a token event, for APIs that name their events: the single-token read of the pump."""
     key_header: tuple[str, str] = ("Authorization", "Bearer ")

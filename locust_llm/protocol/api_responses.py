@@ -122,4 +122,5 @@ API = Api(
     token_text=DELTA,
     end="'response.completed'",
     token_event=b"response.output_text.delta",
+    numbered=True,
 )

@@ -19,6 +19,7 @@ __all__ = [
     "CONTENT",
     "DONE_CHUNK",
     "EMPTY_CHUNK",
+    "LITERAL",
     "REASONING_CHUNK",
     "REASONING_FIELDS",
     "TOKEN_CHUNK",
@@ -30,6 +31,7 @@ __all__ = [
     "TokenShape",
     "content_json",
     "detail",
+    "digits_free",
     "error_chunk",
     "error_message",
     "int_or_none",
@@ -283,6 +285,31 @@ def content_json(data: bytes) -> bytes:
     return orjson.dumps(content if isinstance(content, str) else "")
 
 
+LITERAL = rb'("[^"\\]*(?:\\.[^"\\]*)*")'
+"""A JSON string literal, as a regular expression's group."""
+
+
+_DIGITS = re.compile(rb"[0-9]+")
+_NUMBERED: dict[tuple[bytes, bytes], re.Pattern[bytes]] = {}
+
+
+def _numbered(prefix: bytes, suffix: bytes) -> re.Pattern[bytes]:
+    """A numbered shape's regular expression, made once per shape with its digits set aside (each stream learns
+    one: building it per request would cost a few percent of a request's CPU)."""
+    key = (_DIGITS.sub(b"0", prefix), _DIGITS.sub(b"0", suffix))
+    regex = _NUMBERED.get(key)
+    if regex is None:
+        if len(_NUMBERED) >= 64:  # bounded: a stream of shapes that never repeat is kept from growing it
+            _NUMBERED.clear()
+        regex = _NUMBERED[key] = re.compile(digits_free(prefix) + LITERAL + digits_free(suffix))
+    return regex
+
+
+def digits_free(learned: bytes) -> bytes:
+    """``learned`` as a regular expression that matches it with any run of digits in the place of each of its own."""
+    return b"[0-9]+".join(re.escape(part) for part in re.split(rb"[0-9]+", learned))
+
+
 class TokenShape:
     """The usual token chunk of one stream, learned from its first (:meth:`learn`): the bytes before and after the
     content's JSON string, which servers repeat byte for byte from token to token within a stream.
@@ -290,25 +317,36 @@ class TokenShape:
     :meth:`content` then recognises a token chunk without parsing it: a payload that is that prefix, a JSON string
     literal and that suffix is the learned chunk (valid JSON, every field the same) with another string as its
     content. The literal is checked by parsing it alone, and a chunk is recognised only when that string is not
-    empty, so for a recognised payload :func:`parse_chunk` returns :data:`TOKEN_CHUNK` and :func:`content_json` the
-    literal, as the full parse would; anything else is for the full parse."""
+    empty, so for a recognised payload the API's parse returns :data:`TOKEN_CHUNK` and its ``text_json`` the
+    literal, as the full parse would; anything else is for the full parse. A ``numbered`` API (the Responses API
+    numbers every event) may change any run of digits around the literal: :attr:`regex` matches the learned bytes
+    with each such run free (a number with a leading zero, which JSON refuses, would pass: no server sends one)."""
 
-    __slots__ = ("pattern", "prefix", "suffix")
+    __slots__ = ("numbered", "pattern", "prefix", "regex", "suffix")
 
-    def __init__(self, pattern: re.Pattern[bytes] = CONTENT) -> None:
+    def __init__(self, pattern: re.Pattern[bytes] = CONTENT, numbered: bool = False) -> None:
         self.pattern = pattern
         """Finds the text literal in a token event (group 1): chat's :data:`CONTENT`, or another API's."""
+        self.numbered = numbered
         self.prefix: bytes | None = None
         self.suffix = b""
+        self.regex: re.Pattern[bytes] | None = None
+        """A numbered shape's: the learned payload with its digit runs free and the literal as group 1."""
 
     def learn(self, data: bytes) -> None:
         """Learn the shape of ``data``, a payload its API's parse returned :data:`TOKEN_CHUNK` for."""
         match = self.pattern.search(data)
         if match is not None:
             self.prefix, self.suffix = data[: match.start(1)], data[match.end(1) :]
+            if self.numbered:
+                self.regex = _numbered(self.prefix, self.suffix)
 
     def content(self, data: bytes) -> bytes | None:
         """The content's JSON string literal when ``data`` is a token chunk of the learned shape, else ``None``."""
+        if self.regex is not None:
+            match = self.regex.fullmatch(data)
+            literal = None if match is None else match.group(1)
+            return literal if literal is not None and is_content_literal(literal) else None
         prefix = self.prefix
         if prefix is None or not data.startswith(prefix) or not data.endswith(self.suffix):
             return None

@@ -67,9 +67,9 @@ def test_any_split_of_the_bytes_gives_the_same_result_through_every_reader(monke
 
 
 @pytest.mark.parametrize("name", list(FORMATS))
-def test_a_token_read_alone_is_taken_in_one_step_when_the_api_keeps_its_bytes(monkeypatch, name):
-    """The pump's single-token read (an ``event:`` line first, for the APIs that name their events); the Responses
-    API numbers each event, so its tokens are parsed whole (as any server that numbers them)."""
+def test_a_token_read_alone_is_taken_in_one_step(monkeypatch, name):
+    """The pump's single-token read: an ``event:`` line first for the APIs that name their events, and the digits
+    left free for the Responses API, which numbers each event."""
     taken = []
     real = pump_module.is_content_literal
     monkeypatch.setattr(pump_module, "is_content_literal", lambda literal: taken.append(literal) or real(literal))
@@ -79,7 +79,17 @@ def test_a_token_read_alone_is_taken_in_one_step_when_the_api_keeps_its_bytes(mo
     finally:
         script.close()
     assert result.outcome is Outcome.OK and result.reply == 'Hello "wor"ld'
-    assert taken == ([] if name == "responses" else [b'"llo"', b'" \\"wor\\""', b'"ld"'])
+    assert taken == [b'"llo"', b'" \\"wor\\""', b'"ld"']  # the first token teaches
+
+
+def test_a_numbered_token_event_with_other_bytes_changed_is_parsed_whole(monkeypatch):
+    """Only digits may differ from the learned event: another event type with the same length of bytes is no token."""
+    opening, first, second, *rest = events("responses")
+    other = second.replace(b"output_text", b"output_xext", 2)  # an event type we do not know: nothing measured
+    result = through(
+        "responses", [HEAD, frame(opening), frame(first), frame(other), *map(frame, rest), END], monkeypatch
+    )
+    assert result.outcome is Outcome.OK and len(result.token_ns) == 3 and result.reply == 'He "wor"ld'
 
 
 def test_a_responses_stream_without_its_end_event_is_truncated(monkeypatch):

@@ -342,3 +342,23 @@ def test_a_recognised_payload_is_a_token_chunk_with_that_literal(first, literal,
         except orjson.JSONDecodeError:
             value = None
         assert not (isinstance(value, str) and value), "a valid, non-empty literal must be recognised"
+
+
+def test_a_numbered_shape_leaves_only_digits_free():
+    from locust_llm.protocol.api_responses import DELTA
+
+    def delta(text, number, index=0):
+        return orjson.dumps(
+            {"type": "response.output_text.delta", "output_index": index, "delta": text, "sequence_number": number}
+        )
+
+    shape = TokenShape(DELTA, numbered=True)
+    shape.learn(delta("a", 3))
+    assert shape.content(delta('b "c"', 1234)) == b'"b \\"c\\""'
+    assert shape.content(delta("d", 5, index=12)) == b'"d"'
+    assert shape.content(delta("", 6)) is None  # no text: for the full parse
+    assert shape.content(delta("e", 7).replace(b"output_text", b"reasoning_t")) is None
+    assert shape.content(delta("e", 7).replace(b'"e"', b'"e" ')) is None
+    exact = TokenShape(DELTA)
+    exact.learn(delta("a", 3))
+    assert exact.content(delta("b", 4)) is None and exact.content(delta("b", 3)) == b'"b"'
