@@ -67,6 +67,7 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
         elif not environment.host:
             _start_embedded_sim(run, config)
         config = run.configure()
+        _check_apis(environment, config)
         if run.role == "master":
             problem = config.fleet_error(int(getattr(environment.parsed_options, "expect_workers", 1) or 1))
             if problem:
@@ -90,6 +91,19 @@ def _on_init(environment: Environment, runner: Any = None, **_kwargs: Any) -> No
     _quiet_locust_table(environment.parsed_options)
     outputs.prepare()
     install_web_ui(environment, run)
+
+
+def _check_apis(environment: Environment, config: RunConfig) -> None:
+    """Every user class speaks every API the run uses (a class's ``apis``: all when it names none)."""
+    used = {config.api} | {r.api for r in (config.routes.routes if config.routes else ()) if r.api}
+    for user in environment.user_classes or ():
+        spoken: tuple[str, ...] = getattr(user, "apis", None) or tuple(used)
+        missing = sorted(used - set(spoken))
+        if missing:
+            raise ConfigError(
+                f"{user.__name__} speaks --api {', '.join(spoken)}, got --api {', '.join(missing)} (locustfile.py's "
+                "ChatStreamUser speaks every API)"
+            )
 
 
 def _quiet_locust_table(options: Any) -> None:

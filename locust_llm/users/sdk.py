@@ -17,6 +17,7 @@ from locust import User
 from locust.env import Environment
 
 from locust_llm.http.attempt import Attempt, FirstToken, end_of_stream
+from locust_llm.protocol.api_completions import prompt_text
 from locust_llm.protocol.metrics import RequestResult
 from locust_llm.protocol.sse import ANSWER_FIELDS, REASONING_FIELDS, parse_chunk
 from locust_llm.protocol.tokens import estimate_prompt_tokens
@@ -30,7 +31,11 @@ _warned = False
 
 
 class OpenAISdkUser(LLMUserMixin, User):
-    """Streams chat completions with ``openai.OpenAI().chat.completions.create(stream=True)``."""
+    """Streams with ``openai.OpenAI()``: ``chat.completions.create(stream=True)``, or with ``--api responses``
+    ``responses.create(stream=True)`` (``--api completions``: ``completions.create``)."""
+
+    apis = ("chat", "responses", "completions")
+    """The ``--api`` values it speaks (the Messages API: locustfile.py's ``ChatStreamUser``)."""
 
     def __init__(self, environment: Environment) -> None:
         super().__init__(environment)
@@ -88,20 +93,15 @@ class OpenAISdkUser(LLMUserMixin, User):
             client.events = None
             result.wrote = True  # the SDK sends it inside create(): counted as sent from there
             try:
-                left_out = {key for key, value in (extra_body or {}).items() if value is None}  # as chat_body
-                stream = client.chat.completions.create(  # type: ignore[call-overload]
-                    model=model if route is None else route.model,
-                    messages=list(messages),
-                    max_tokens=max_tokens,
-                    stream=True,
-                    stream_options=openai.NOT_GIVEN if "stream_options" in left_out else {"include_usage": True},
-                    extra_body={k: v for k, v in (extra_body or {}).items() if k not in left_out} or None,
-                )
+                api = self.config.api_of(route).name
+                stream = _create(client, api, model if route is None else route.model, messages, max_tokens, extra_body)
                 result.http_status = 200
                 attempt.header = stream.response.headers.get
                 replies: list[str] | None = [] if self.keep_reply else None
+                on_chunk = _on_event if api == "responses" else _on_chunk
+                ended = False
                 for chunk in stream:
-                    _on_chunk(chunk, attempt.clock(), result, replies)
+                    ended = on_chunk(chunk, attempt.clock(), result, replies, attempt) or ended
                     if on_first_token is not None and result.token_ns:
                         on_first_token()
                         on_first_token = None
@@ -109,7 +109,9 @@ class OpenAISdkUser(LLMUserMixin, User):
                 result.reply = "".join(replies or ())
                 attempt.check_not_empty()
                 events = client.events
-                if result.token_ns and events is not None and not events.done:
+                if api == "responses" and result.token_ns and not ended:
+                    end_of_stream(result, "'response.completed'")
+                elif api != "responses" and result.token_ns and events is not None and not events.done:
                     end_of_stream(result)
             except openai.APIStatusError as exc:
                 response = exc.response
@@ -167,8 +169,73 @@ def _transport_error(exc: Exception) -> bool:
     return type(exc).__module__.split(".")[0].startswith(("httpx", "httpcore"))
 
 
-def _on_chunk(chunk: Any, now: int, result: RequestResult, replies: list[str] | None) -> None:
-    """One SDK chunk, measured as :func:`locust_llm.http.stream.run_stream` measures one SSE event."""
+def _create(
+    client: _Client, api: str, model: str, messages: Sequence[dict[str, Any]], max_tokens: int, extra: Any
+) -> Any:
+    """The SDK's stream of ``api``, with the body :mod:`locust_llm.protocol` sends (``extra``'s null fields left
+    out, as there)."""
+    left_out = {key for key, value in (extra or {}).items() if value is None}
+    extra_body = {k: v for k, v in (extra or {}).items() if k not in left_out} or None
+    if api == "responses":
+        store = openai.NOT_GIVEN if "store" in left_out or "store" in (extra_body or {}) else False
+        return client.responses.create(
+            model=model, input=list(messages), max_output_tokens=max_tokens, stream=True, store=store,  # type: ignore[arg-type]
+            extra_body=extra_body,
+        )  # fmt: skip
+    usage = openai.NOT_GIVEN if "stream_options" in left_out else {"include_usage": True}
+    if api == "completions":
+        return client.completions.create(  # type: ignore[call-overload]
+            model=model, prompt=prompt_text(messages), max_tokens=max_tokens, stream=True, stream_options=usage,
+            extra_body=extra_body,
+        )  # fmt: skip
+    return client.chat.completions.create(  # type: ignore[call-overload]
+        model=model, messages=list(messages), max_tokens=max_tokens, stream=True, stream_options=usage,
+        extra_body=extra_body,
+    )  # fmt: skip
+
+
+_ANSWER_EVENTS = frozenset({"response.output_text.delta", "response.function_call_arguments.delta"})
+_REASONING_EVENTS = frozenset({"response.reasoning_text.delta", "response.reasoning_summary_text.delta"})
+
+
+def _on_event(event: Any, now: int, result: RequestResult, replies: list[str] | None, attempt: Attempt) -> bool:
+    """One Responses API event of the SDK, measured as :mod:`locust_llm.protocol.api_responses` reads it; True at the
+    end event."""
+    kind = getattr(event, "type", "")
+    if kind in _ANSWER_EVENTS and getattr(event, "delta", None):
+        result.token_ns.append(now)
+        result.answer_ns = result.answer_ns or now
+        if replies is not None and kind == "response.output_text.delta":
+            replies.append(event.delta)
+    elif kind in _REASONING_EVENTS and getattr(event, "delta", None):
+        result.token_ns.append(now)
+        result.reasoning_chunks += 1
+    elif kind in ("response.completed", "response.incomplete"):
+        response = event.response
+        details = getattr(response, "incomplete_details", None)
+        result.finish_reason = (getattr(details, "reason", None) or "incomplete") if details else "completed"
+        usage = getattr(response, "usage", None)
+        if usage is not None:
+            result.prompt_tokens = usage.input_tokens or 0
+            result.completion_tokens = usage.output_tokens or 0
+            result.cached_tokens = _detail(usage, "input_tokens_details", "cached_tokens") or result.cached_tokens
+            result.reasoning_tokens = _detail(usage, "output_tokens_details", "reasoning_tokens") or 0
+        return True
+    elif kind == "response.failed":
+        error = getattr(event.response, "error", None)
+        body = {"message": getattr(error, "message", "the response failed"), "code": getattr(error, "code", None)}
+        attempt.stream_error(parse_chunk(orjson.dumps({"error": body})))
+    elif kind == "error":
+        body = {"message": getattr(event, "message", ""), "code": getattr(event, "code", None)}
+        attempt.stream_error(parse_chunk(orjson.dumps({"error": body})))
+    return False
+
+
+def _on_chunk(
+    chunk: Any, now: int, result: RequestResult, replies: list[str] | None, attempt: Attempt | None = None
+) -> bool:
+    """One SDK chunk (chat, or completions' ``text``), measured as :func:`locust_llm.http.stream.run_stream` measures
+    one SSE event."""
     usage = getattr(chunk, "usage", None)
     if usage is not None:
         result.prompt_tokens = usage.prompt_tokens or 0
@@ -176,8 +243,14 @@ def _on_chunk(chunk: Any, now: int, result: RequestResult, replies: list[str] | 
         result.cached_tokens = _detail(usage, "prompt_tokens_details", "cached_tokens") or result.cached_tokens
         result.reasoning_tokens = _detail(usage, "completion_tokens_details", "reasoning_tokens") or 0
     for choice in chunk.choices or ():
-        delta = choice.delta
-        if delta is not None and any(getattr(delta, f, None) for f in ANSWER_FIELDS):
+        delta = getattr(choice, "delta", None)
+        text = getattr(choice, "text", None)  # completions
+        if text:
+            result.token_ns.append(now)
+            result.answer_ns = result.answer_ns or now
+            if replies is not None:
+                replies.append(text)
+        elif delta is not None and any(getattr(delta, f, None) for f in ANSWER_FIELDS):
             result.token_ns.append(now)
             result.answer_ns = result.answer_ns or now
             if replies is not None and isinstance(delta.content, str):
@@ -187,6 +260,7 @@ def _on_chunk(chunk: Any, now: int, result: RequestResult, replies: list[str] | 
             result.reasoning_chunks += 1
         if choice.finish_reason:
             result.finish_reason = choice.finish_reason
+    return False
 
 
 def _detail(usage: Any, group: str, name: str) -> int | None:

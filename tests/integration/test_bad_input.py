@@ -86,6 +86,15 @@ def test_a_refused_key_stops_before_any_load_and_never_shows_the_key(tmp_path):
     no_key_anywhere(proc, tmp_path)
 
 
+def test_a_server_that_does_not_serve_the_api_stops_before_any_load_naming_the_api(tmp_path):
+    with server(sys.executable, "-m", "tests.support.bad_server", "ok") as url:
+        proc = short_run(url, tmp_path, "--api", "responses", seconds="30s")
+        requests = seen(url)["requests"]
+    assert proc.returncode == 2 and requests == 1, proc.stderr[-3000:]  # the preflight request alone
+    line = one_line_error(proc)
+    assert "HTTP 404: this server does not serve /v1/responses (--api responses); try --api chat" in line, line
+
+
 def test_a_key_revoked_mid_run_stops_it_fast_and_keeps_what_was_measured(tmp_path):
     with server(sys.executable, "-m", "tests.support.bad_server", "revoke:40") as url:
         proc = short_run(url, tmp_path, "--steps", "4", "--warmup", "0s", seconds="30s")

@@ -24,8 +24,9 @@ Modes:
   vLLM gauges, a web page, bytes that are no metrics, nothing for 30 s); every other mode answers it 404, and a
   scrape is never counted as a request (``scrapes`` apart). Chat requests are answered as ``ok``.
 
-``GET /seen`` answers ``{"requests": N, "auth": [every Authorization header seen], "headers": {name: values},
-"times": [time.monotonic() when each request's head arrived]}``.
+A POST to any path but ``/v1/chat/completions`` is answered 404 (``{"detail":"Not Found"}``, as vLLM answers a route
+it does not serve). ``GET /seen`` answers ``{"requests": N, "auth": [every Authorization header seen], "headers":
+{name: values}, "times": [time.monotonic() when each request's head arrived]}``.
 Prints ``listening on http://127.0.0.1:PORT/v1`` when ready.
 """
 
@@ -189,6 +190,10 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
             SEEN["requests"] += 1
             SEEN["times"].append(time.monotonic())
             SEEN["auth"].append(auth.decode())
+            if not head.startswith(b"POST /v1/chat/completions "):  # as vLLM answers a route it does not serve
+                writer.write(_response("404 Not Found", "application/json", b'{"detail":"Not Found"}'))
+                await writer.drain()
+                continue
             if not await answer(mode, auth.split(b" ", 1)[-1], writer, body):
                 return
     except (asyncio.IncompleteReadError, ConnectionError):

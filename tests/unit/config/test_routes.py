@@ -60,6 +60,8 @@ def test_a_good_file_is_read_with_its_keys_from_the_environment(tmp_path):
     assert (p.hedge_ttft_ms, p.hedge_to, p.retry_policy) == (2000.0, "vllm-local", "honor")
     assert set(routes.credentials()) == {"xai-SECRET-1", "local-SECRET-2", "org-SECRET-3"}  # env: values are secret
     assert "SECRET" not in repr(routes) and "SECRET" not in str(routes.describe())
+    assert xai.api is None  # --api's
+    assert load(tmp_path, GOOD.replace("weight = 2", 'weight = 2\napi = "messages"'))["vllm-local"].api == "messages"
 
 
 def test_primary_weights_come_from_a_table_or_from_the_routes_weights(tmp_path):
@@ -88,6 +90,7 @@ def test_primary_weights_come_from_a_table_or_from_the_routes_weights(tmp_path):
         (('name = "vllm-local"', 'name = "xai"'), "route #2 field 'name': 'xai' is used by another route"),
         (("[policy]", "[policy]\nretries = 3"), "[policy] field 'retries': unknown field"),
         (("output = 15.0", "output = -1"), "field 'prices.output': must be a number of at least 0"),
+        (("weight = 2", 'weight = 2\napi = "grpc"'), "route 'vllm-local' field 'api': must be one of chat, responses"),
     ],
 )
 def test_a_bad_file_is_one_line_naming_the_route_and_the_field(tmp_path, change, expected):

@@ -66,3 +66,19 @@ def test_the_gate_confidence_must_be_a_probability_a_test_can_use():
     values["gate_confidence"] = 1.0
     with pytest.raises(ConfigError, match=r"--gate-confidence must be between 0.5 and 0.9999, got 1"):
         thresholds_from(values)
+
+
+def test_each_api_gets_its_own_path_headers_and_key(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "ant-SECRET")
+    chat = RunConfig.from_options(SimpleNamespace(api="chat"))
+    assert chat.api_key is None and "Authorization" not in chat.request_headers("ua")
+    messages = RunConfig.from_options(SimpleNamespace(api="messages"))
+    headers = messages.request_headers("ua")
+    assert (headers["x-api-key"], headers["anthropic-version"]) == ("ant-SECRET", "2023-06-01")
+    assert "Authorization" not in headers and "ant-SECRET" in messages.secrets
+    assert messages.api_of().path == "/messages" and messages.settings()["api"] == "messages"
+    given = RunConfig.from_options(SimpleNamespace(api="messages", api_key="sk-given"))
+    assert given.request_headers("ua")["x-api-key"] == "sk-given"
+    responses = RunConfig.from_options(SimpleNamespace(api="responses", api_key="sk-1"))
+    assert responses.request_headers("ua")["Authorization"] == "Bearer sk-1" and responses.api_of().path == "/responses"
