@@ -50,6 +50,7 @@ from locust_llm.workload.prompts import (
     parse_turns,
     read_system_prompt,
 )
+from locust_llm.workload.tools import load_tools, parse_tool_share
 
 __all__ = [
     "FLAGS",
@@ -414,6 +415,39 @@ FLAGS: tuple[Flag, ...] = (
         "else single requests.",
         "LOCUST_LLM_TURNS",
         parse_turns,
+        "workload",
+    ),
+    Flag(
+        "--conversation-state",
+        "client",
+        "client: each turn resends the history; server: each turn sends its new input and the last answer's id "
+        "(previous_response_id, --api responses).",
+        "LOCUST_LLM_CONVERSATION_STATE",
+        _choice("client", "server"),
+        "workload",
+    ),
+    Flag(
+        "--tools",
+        None,
+        "JSON file of tool schemas (OpenAI's format) offered with every request, converted for each --api.",
+        "LOCUST_LLM_TOOLS",
+        load_tools,
+        "workload",
+    ),
+    Flag(
+        "--tool-call-share",
+        None,
+        "Share of turns (0-1, or 25%) that ask for a tool call (tool_choice required); the rest leave it to the model.",
+        "LOCUST_LLM_TOOL_CALL_SHARE",
+        parse_tool_share,
+        "workload",
+    ),
+    Flag(
+        "--tool-result-tokens",
+        "64",
+        "Tokens of the synthetic tool result a conversation sends back as its next turn after a tool call.",
+        "LOCUST_LLM_TOOL_RESULT_TOKENS",
+        parse_positive_int,
         "workload",
     ),
     Flag(

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any
 
+from locust_llm.config.api_settings import api_key_from, conversation_state_from, tools_from
 from locust_llm.config.flags import FLAGS, parse_flags
 from locust_llm.config.parsers import ConfigError, Warmup
 from locust_llm.config.redact import is_secret_header
@@ -54,6 +55,7 @@ class RunConfig:
     routes: Routes | None  # --routes: every route's endpoint, model, key and prices, and the policy
     routes_allow_down: bool
     api: str  # --api; a route's own api wins for its requests
+    conversation_state: str  # --conversation-state: client (history resent) or server (previous_response_id)
     api_key: str | None = field(repr=False)
     max_tokens: Length
     workload: Workload
@@ -104,7 +106,8 @@ class RunConfig:
             routes=routes,
             routes_allow_down=v["routes_allow_down"],
             api=v["api"],
-            api_key=None if routes else _api_key(v),
+            conversation_state=conversation_state_from(v, routes),
+            api_key=None if routes else api_key_from(v),
             max_tokens=v["max_tokens"],
             workload=workload_from(v),
             seed=v["seed"],
@@ -271,6 +274,7 @@ class RunConfig:
         return {
             "model": self.model,
             "api": self.api,
+            "conversation_state": self.conversation_state,
             "routes": None if self.routes is None else self.routes.describe(),
             "api_key_set": bool(self.api_key),
             "max_tokens": {"mean": self.max_tokens.mean, "stddev": self.max_tokens.stddev},
@@ -435,6 +439,9 @@ def workload_from(v: Values) -> Workload:
         turns=v["turns"],
         think_time=v["think_time"],
         max_context_tokens=v["max_context_tokens"],
+        tools=tools_from(v),
+        tool_call_share=v["tool_call_share"],
+        tool_result_tokens=v["tool_result_tokens"],
     )
 
 
@@ -461,14 +468,6 @@ def flow_from(v: Values, routes: Routes | None = None) -> FlowConfig:
         fallback_causes=causes,
         hedge_to=hedge_to,
     )
-
-
-def _api_key(v: Values) -> str | None:
-    """``--api-key`` (or ``OPENAI_API_KEY``); for ``--api messages`` without one, ``ANTHROPIC_API_KEY``."""
-    given: str | None = v["api_key"]
-    if given or v["api"] != "messages":
-        return given
-    return os.environ.get("ANTHROPIC_API_KEY") or None
 
 
 def _routes(v: Values) -> Routes | None:

@@ -33,6 +33,7 @@ __all__ = [
     "os_reason",
     "preview",
     "progress",
+    "tool_call",
 ]
 
 ERROR_BODY_LIMIT = 300
@@ -92,6 +93,20 @@ def end_of_stream(result: RequestResult, end: str = "'data: [DONE]'") -> None:
         result.no_done = True
     else:
         result.fail(Outcome.TRUNCATED, f"stream ended without {end} or a finish_reason{progress(result)}")
+
+
+def tool_call(result: RequestResult, chunk: ChatChunk, keep: bool) -> None:
+    """A tool call's start or piece of arguments (any API): counted, and with ``keep`` (a conversation) kept, so
+    that the next turn can send its result back (:mod:`locust_llm.workload.conversation`)."""
+    if chunk.tool_id is not None or chunk.tool_name is not None or not result.tool_calls:
+        result.tool_calls += 1
+        if keep:
+            call = {"id": chunk.tool_id or f"call_{result.tool_calls}", "name": chunk.tool_name or "", "arguments": ""}
+            result.tools = [*(result.tools or ()), call]
+    if chunk.arguments:
+        result.tool_call_chunks += 1
+        if keep and result.tools:
+            result.tools[-1]["arguments"] += chunk.arguments
 
 
 def _no_header(name: str) -> None:

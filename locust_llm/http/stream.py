@@ -16,7 +16,7 @@ from typing import Any
 
 from geventhttpclient.response import HTTPConnectionClosed, HTTPParseError
 
-from locust_llm.http.attempt import Attempt, FirstToken, end_of_stream, preview, progress
+from locust_llm.http.attempt import Attempt, FirstToken, end_of_stream, preview, progress, tool_call
 from locust_llm.http.chunked import Unchunker
 from locust_llm.http.loop import loop_turn
 from locust_llm.http.post import header, is_event_stream, post
@@ -282,6 +282,10 @@ def _on_event(
         result.cached_tokens = chunk.cached_tokens
     if chunk.reasoning_tokens is not None:
         result.reasoning_tokens = chunk.reasoning_tokens
+    if chunk.response_id is not None:
+        result.response_id = chunk.response_id
+    if chunk.tool_call:
+        tool_call(result, chunk, attempt.reply_slices is not None)
     if chunk.done:  # the end event (Responses and Messages carry the usage in or before it)
         result.end_ns = now_ns
         return True

@@ -65,6 +65,8 @@ class StepRow(TypedDict):
     cached_prompt_tokens: int
     cache_hit_share: float | None
     reasoning_tokens: int
+    tool_calls: int
+    tool_call_tokens: int
     req_s: float
     output_tok_s: float
     ttft_p50_ms: float | None
@@ -279,6 +281,8 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "cached_prompt_tokens": c["cached_prompt_tokens"],
         "cache_hit_share": round(c["cached_prompt_tokens"] / c["prompt_tokens"], 4) if c["prompt_tokens"] else None,
         "reasoning_tokens": c["reasoning_tokens"],
+        "tool_calls": c["tool_calls"],
+        "tool_call_tokens": c["tool_call_tokens"],
         "req_s": _rate(c["requests"], d),
         "output_tok_s": _rate(c["completion_tokens"], d),
         "ttft_p50_ms": _ms(stats, "ttft", 0.5),

@@ -69,6 +69,8 @@ COUNTERS = (
     "completion_tokens",
     "cached_prompt_tokens",
     "reasoning_tokens",
+    "tool_calls",  # tool calls the answers made (each one's start), and the argument deltas they streamed
+    "tool_call_tokens",
     "output_tokens_asked",  # of successful requests that said what they asked for: max_tokens, and what they got
     "output_tokens_got",
     "estimated_token_requests",
@@ -288,6 +290,9 @@ class StatsTable:
         counts["completion_tokens"] += result.completion_tokens
         counts["cached_prompt_tokens"] += result.cached_tokens
         counts["reasoning_tokens"] += result.reasoning_tokens
+        if result.tool_calls:
+            counts["tool_calls"] += result.tool_calls
+            counts["tool_call_tokens"] += result.tool_call_chunks
         if result.tokens_estimated or result.reasoning_estimated:
             counts["estimated_token_requests"] += 1
         if result.no_done:

@@ -12,7 +12,7 @@ from typing import Any
 
 from locust_llm.protocol.sse import ChatChunk
 
-__all__ = ["Api", "Message", "exact_fields", "merged"]
+__all__ = ["Api", "Message", "exact_fields", "function_of", "merged"]
 
 Message = dict[str, Any]
 
@@ -21,6 +21,12 @@ def exact_fields(max_tokens: int) -> dict[str, Any]:
     """What asks for ``max_tokens`` exactly (``--output-length exact``): vLLM and SGLang honour ``min_tokens``,
     llama.cpp ``ignore_eos``; both are sent, and ``--extra-body`` may set either to ``null`` to leave it out."""
     return {"min_tokens": max_tokens, "ignore_eos": True}
+
+
+def function_of(tool: Mapping[str, Any]) -> tuple[str, str | None, dict[str, Any]]:
+    """An OpenAI-format tool's name, description and parameters' schema (an empty object when it has none)."""
+    function = tool["function"]
+    return function["name"], function.get("description"), function.get("parameters") or {"type": "object"}
 
 
 def merged(body: dict[str, Any], extra: Mapping[str, Any] | None, exact: int | None) -> dict[str, Any]:
@@ -60,6 +66,9 @@ class Api:
     leaves their digits free (:class:`~locust_llm.protocol.sse.TokenShape`)."""
     token_event: bytes = b""
     """The ``event:`` name of a token event, for APIs that name their events: the single-token read of the pump."""
+    tools: Callable[[Sequence[Mapping[str, Any]], bool], dict[str, Any]] | None = None
+    """``tools(schemas, required)``: the body fields that offer ``--tools`` (OpenAI's format, converted) and ask for
+    a call when ``required``; None: the API has no tools."""
     key_header: tuple[str, str] = ("Authorization", "Bearer ")
     """The header that carries the key, and what comes before the key in it."""
     headers: tuple[tuple[str, str], ...] = ()

@@ -34,6 +34,10 @@ def chat_body(
     return orjson.dumps(merged(body, extra, max_tokens if exact else None))
 
 
+def chat_tools(tools: Sequence[Mapping[str, Any]], required: bool) -> dict[str, Any]:
+    return {"tools": list(tools), "tool_choice": "required" if required else "auto"}
+
+
 API = Api(
     name="chat",
     path="/chat/completions",
@@ -42,4 +46,5 @@ API = Api(
     text_json=content_json,
     token_text=CONTENT,
     end="'data: [DONE]'",
+    tools=chat_tools,
 )

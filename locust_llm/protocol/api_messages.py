@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from locust_llm.protocol.api import Api, Message, merged
+from locust_llm.protocol.api import Api, Message, function_of, merged
 from locust_llm.protocol.sse import (
     DONE_CHUNK,
     EMPTY_CHUNK,
@@ -24,6 +24,7 @@ from locust_llm.protocol.sse import (
     error_chunk,
     int_or_none,
     preview_data,
+    tool_chunk,
 )
 from locust_llm.protocol.tokens import content_text
 
@@ -32,8 +33,6 @@ __all__ = ["ANTHROPIC_VERSION", "API", "TEXT", "messages_body", "parse_event"]
 ANTHROPIC_VERSION = "2023-06-01"
 TEXT = re.compile(rb'"text_delta","text":("[^"\\]*(?:\\.[^"\\]*)*")')
 """The text's JSON string in a ``text_delta``."""
-
-_ANSWER_DELTAS = {"text_delta": "text", "input_json_delta": "partial_json"}
 
 
 def messages_body(
@@ -46,7 +45,7 @@ def messages_body(
     system = [m for m in messages if m.get("role") == "system"]
     body: dict[str, Any] = {
         "model": model,
-        "messages": [m for m in messages if m.get("role") != "system"],
+        "messages": _turns([m for m in messages if m.get("role") != "system"]),
         "max_tokens": max_tokens,
         "stream": True,
     }
@@ -56,6 +55,51 @@ def messages_body(
         else:
             body["system"] = "\n\n".join(content_text(m.get("content")) for m in system)
     return orjson.dumps(merged(body, extra, max_tokens if exact else None))
+
+
+def _turns(messages: Sequence[Message]) -> list[dict[str, Any]]:
+    """Chat-format messages as the Messages API's: a tool call as a ``tool_use`` block, and the tool messages after
+    it as one user message of ``tool_result`` blocks."""
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        if message.get("role") == "tool":
+            result = {"type": "tool_result", "tool_use_id": message["tool_call_id"], "content": message["content"]}
+            if out and out[-1]["role"] == "user" and isinstance(out[-1]["content"], list):
+                out[-1]["content"].append(result)
+            else:
+                out.append({"role": "user", "content": [result]})
+        elif message.get("tool_calls"):
+            blocks: list[dict[str, Any]] = (
+                [{"type": "text", "text": message["content"]}] if message.get("content") else []
+            )
+            for call in message["tool_calls"]:
+                function = call["function"]
+                blocks.append(
+                    {"type": "tool_use", "id": call["id"], "name": function["name"], "input": _input(function)}
+                )
+            out.append({"role": "assistant", "content": blocks})
+        else:
+            out.append(dict(message))
+    return out
+
+
+def _input(function: Mapping[str, Any]) -> Any:
+    """A tool call's arguments as the object the Messages API's ``input`` is (``{}`` when they are not JSON)."""
+    try:
+        value = orjson.loads(function.get("arguments") or "{}")
+    except orjson.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def messages_tools(tools: Sequence[Mapping[str, Any]], required: bool) -> dict[str, Any]:
+    converted = []
+    for tool in tools:
+        name, description, parameters = function_of(tool)
+        converted.append(
+            {"name": name, **({"description": description} if description else {}), "input_schema": parameters}
+        )
+    return {"tools": converted, "tool_choice": {"type": "any" if required else "auto"}}
 
 
 def _block(message: Message) -> dict[str, Any]:
@@ -81,10 +125,18 @@ def parse_event(data: bytes) -> ChatChunk:
         delta = obj.get("delta")
         if type(delta) is not dict:
             raise MalformedChunk(f"'content_block_delta' without a 'delta' object: {preview_data(data)}")
-        field = _ANSWER_DELTAS.get(delta.get("type"))  # type: ignore[arg-type]
-        if field is not None:
-            return TOKEN_CHUNK if delta.get(field) else EMPTY_CHUNK
-        return REASONING_CHUNK if delta.get("type") == "thinking_delta" and delta.get("thinking") else EMPTY_CHUNK
+        delta_type = delta.get("type")
+        if delta_type == "text_delta":
+            return TOKEN_CHUNK if delta.get("text") else EMPTY_CHUNK
+        if delta_type == "input_json_delta":
+            piece = delta.get("partial_json")
+            return tool_chunk(None, None, piece if isinstance(piece, str) else None)
+        return REASONING_CHUNK if delta_type == "thinking_delta" and delta.get("thinking") else EMPTY_CHUNK
+    if kind == "content_block_start":
+        block = obj.get("content_block")
+        if isinstance(block, dict) and block.get("type") == "tool_use":
+            return tool_chunk(block.get("id"), block.get("name"), None)
+        return EMPTY_CHUNK
     if kind == "message_start":
         message = obj.get("message")
         return _usage(message.get("usage") if isinstance(message, dict) else None, None)
@@ -137,6 +189,7 @@ API = Api(
     token_text=TEXT,
     end="'message_stop'",
     token_event=b"content_block_delta",
+    tools=messages_tools,
     key_header=("x-api-key", ""),
     headers=(("anthropic-version", ANTHROPIC_VERSION),),
 )

@@ -13,7 +13,7 @@ from typing import Any
 
 import orjson
 
-from locust_llm.protocol.api import Api, Message, merged
+from locust_llm.protocol.api import Api, Message, function_of, merged
 from locust_llm.protocol.sse import (
     EMPTY_CHUNK,
     REASONING_CHUNK,
@@ -24,6 +24,7 @@ from locust_llm.protocol.sse import (
     error_chunk,
     int_or_none,
     preview_data,
+    tool_chunk,
 )
 
 __all__ = ["API", "DELTA", "parse_event", "responses_body"]
@@ -31,7 +32,7 @@ __all__ = ["API", "DELTA", "parse_event", "responses_body"]
 DELTA = re.compile(rb'"delta":("[^"\\]*(?:\\.[^"\\]*)*")')
 """The text's JSON string in a delta event."""
 
-_ANSWER = frozenset({"response.output_text.delta", "response.function_call_arguments.delta"})
+_ANSWER = frozenset({"response.output_text.delta"})
 _REASONING = frozenset({"response.reasoning_text.delta", "response.reasoning_summary_text.delta"})
 _END = frozenset({"response.completed", "response.incomplete"})
 
@@ -45,12 +46,41 @@ def responses_body(
 ) -> bytes:
     body: dict[str, Any] = {
         "model": model,
-        "input": list(messages),
+        "input": [item for m in messages for item in _items(m)],
         "max_output_tokens": max_tokens,
         "stream": True,
         "store": False,
     }
     return orjson.dumps(merged(body, extra, max_tokens if exact else None))
+
+
+def _items(message: Message) -> list[dict[str, Any]]:
+    """A chat-format message as input items: a tool call as a ``function_call``, its result as a
+    ``function_call_output``, any other message as it is."""
+    if message.get("role") == "tool":
+        return [{"type": "function_call_output", "call_id": message["tool_call_id"], "output": message["content"]}]
+    calls = message.get("tool_calls")
+    if not calls:
+        return [dict(message)]
+    said = [{"role": "assistant", "content": message["content"]}] if message.get("content") else []
+    return said + [
+        {
+            "type": "function_call",
+            "call_id": call["id"],
+            "name": call["function"]["name"],
+            "arguments": call["function"]["arguments"],
+        }
+        for call in calls
+    ]
+
+
+def responses_tools(tools: Sequence[Mapping[str, Any]], required: bool) -> dict[str, Any]:
+    converted = []
+    for tool in tools:
+        name, description, parameters = function_of(tool)
+        described = {"description": description} if description else {}
+        converted.append({"type": "function", "name": name, **described, "parameters": parameters})
+    return {"tools": converted, "tool_choice": "required" if required else "auto"}
 
 
 def parse_event(data: bytes) -> ChatChunk:
@@ -67,10 +97,22 @@ def parse_event(data: bytes) -> ChatChunk:
         raise MalformedChunk(f"stream event is not an object with a 'type': {preview_data(data)}")
     if kind in _ANSWER:
         return TOKEN_CHUNK if obj.get("delta") else EMPTY_CHUNK
+    if kind == "response.function_call_arguments.delta":
+        delta = obj.get("delta")
+        return tool_chunk(None, None, delta if isinstance(delta, str) else None)
+    if kind == "response.output_item.added":
+        item = obj.get("item")
+        if isinstance(item, dict) and item.get("type") == "function_call":
+            return tool_chunk(item.get("call_id"), item.get("name"), None)
+        return EMPTY_CHUNK
     if kind in _REASONING:
         return REASONING_CHUNK if obj.get("delta") else EMPTY_CHUNK
     if kind in _END:
         return _end(obj, kind, data)
+    if kind == "response.created":
+        response = obj.get("response")
+        given = response.get("id") if isinstance(response, dict) else None
+        return ChatChunk(response_id=given) if isinstance(given, str) and given else EMPTY_CHUNK
     if kind == "response.failed":
         response = obj.get("response")
         error = response.get("error") if isinstance(response, dict) else None
@@ -123,4 +165,5 @@ API = Api(
     end="'response.completed'",
     token_event=b"response.output_text.delta",
     numbered=True,
+    tools=responses_tools,
 )

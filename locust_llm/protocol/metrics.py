@@ -126,6 +126,10 @@ class RequestResult:
     reasoning_estimated: bool = False
     turn: int = 0  # the turn of a conversation this request is (1-based; 0: not a conversation)
     reply: str = ""  # the answer text, kept only for conversations
+    response_id: str | None = None  # the Responses API's id of the answer (--conversation-state server chains it)
+    tool_calls: int = 0  # tool calls the answer made
+    tool_call_chunks: int = 0  # the deltas of their arguments
+    tools: list[dict[str, str]] | None = None  # each call's id, name and arguments, kept only for conversations
     no_done: bool = False  # complete without ``data: [DONE]``: a finish_reason came and the body ended cleanly
     wrote: bool = False  # the request was handed to the kernel: the server may have it, whatever happens next
     secondary: bool = False  # sent to another model or route than its client request's primary (fallback, hedge)

@@ -1,13 +1,13 @@
 """Server-sent events: an incremental decoder, the parsing of chat-completion chunks, what every API reads into. Pure.
 
-The decoder follows the WHATWG event-stream rules: lines end at ``\\n``, ``\\r\\n`` or a lone ``\\r``; ``:`` starts a
-comment; ``data`` lines of one event are joined with ``\\n``; a blank line dispatches an event whose data is not
-empty. :meth:`SSEDecoder.finish` also dispatches a last event without its blank line, as some servers end that way.
-:class:`TokenShape` learns the bytes around a stream's token, so that later tokens are read without parsing JSON.
+The decoder follows the WHATWG event-stream rules (a last event without its blank line is dispatched at the end, as
+some servers end that way). :class:`TokenShape` learns the bytes around a stream's token, so that later tokens are
+read without parsing JSON.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +39,7 @@ __all__ = [
     "parse_chunk",
     "preview_data",
     "reply_text",
+    "tool_chunk",
 ]
 
 
@@ -148,7 +149,8 @@ class ChatChunk:
     """What one ``data:`` payload of a chat-completion stream says.
 
     ``has_token`` is true when any choice's delta carries generated text (``content``, ``reasoning_content``,
-    ``reasoning``, or ``tool_calls``); the role-only first chunk (``{"role": "assistant", "content": ""}``) has none.
+    ``reasoning``, or a tool call's ``arguments``); the role-only first chunk (``{"role": "assistant", "content":
+    ""}``) has none, nor a tool call's start (its ``id`` and name: ``tool_call``).
     ``reasoning`` is true when that text is only reasoning (``reasoning_content`` or ``reasoning``): an *answer*
     token has ``content`` or ``tool_calls``. The usage chunk's ``prompt_tokens_details.cached_tokens`` and
     ``completion_tokens_details.reasoning_tokens`` are ``cached_tokens`` and ``reasoning_tokens`` (None: not sent).
@@ -165,6 +167,11 @@ class ChatChunk:
     error_status: int | None = None  # 429 when the error sent inside the stream is a rate limit
     retry_after_s: float | None = None  # the error object's retry_after / retry_after_ms, when it has one
     done: bool = False
+    response_id: str | None = None  # the Responses API's id of this response (--conversation-state server)
+    tool_call: bool = False  # a tool call's start (its id and name) or its arguments (a token when not empty)
+    tool_id: str | None = None
+    tool_name: str | None = None
+    arguments: str | None = None  # this delta's piece of the tool call's arguments
 
 
 DONE_CHUNK = ChatChunk(done=True)
@@ -208,9 +215,8 @@ def parse_chunk(data: bytes) -> ChatChunk:
         raise MalformedChunk(f"'usage' is not an object: {preview_data(data)}")
     token, finish_reason = _scan_choices(choices, data)
     if usage:
-        return ChatChunk(
-            has_token=token is not EMPTY_CHUNK,
-            reasoning=token is REASONING_CHUNK,
+        return dataclasses.replace(
+            token,
             finish_reason=finish_reason,
             prompt_tokens=int_or_none(usage.get("prompt_tokens")),
             completion_tokens=int_or_none(usage.get("completion_tokens")),
@@ -219,9 +225,7 @@ def parse_chunk(data: bytes) -> ChatChunk:
         )
     if finish_reason is None:
         return token
-    return ChatChunk(
-        has_token=token is not EMPTY_CHUNK, reasoning=token is REASONING_CHUNK, finish_reason=finish_reason
-    )
+    return dataclasses.replace(token, finish_reason=finish_reason)
 
 
 def _scan_choices(choices: Any, data: bytes) -> tuple[ChatChunk, str | None]:
@@ -253,9 +257,30 @@ def _scan_choices(choices: Any, data: bytes) -> tuple[ChatChunk, str | None]:
 
 
 def _other_token(delta: dict[str, Any]) -> ChatChunk:
-    if delta.get("tool_calls"):
-        return TOKEN_CHUNK
+    calls = delta.get("tool_calls")
+    if calls:
+        return _tool_delta(calls)
     return REASONING_CHUNK if any(delta.get(field) for field in REASONING_FIELDS) else EMPTY_CHUNK
+
+
+def _tool_delta(calls: Any) -> ChatChunk:
+    """A ``tool_calls`` delta: its first call's start (``id``, ``function.name``) and its piece of the arguments."""
+    call: dict[str, Any] = calls[0] if isinstance(calls, list) and calls and isinstance(calls[0], dict) else {}
+    given = call.get("function")
+    function: dict[str, Any] = given if isinstance(given, dict) else {}
+    arguments = function.get("arguments")
+    return tool_chunk(call.get("id"), function.get("name"), arguments if isinstance(arguments, str) else None)
+
+
+def tool_chunk(tool_id: Any, name: Any, arguments: str | None) -> ChatChunk:
+    """A tool call's start or piece of arguments, in any API: a token when the piece is not empty."""
+    return ChatChunk(
+        has_token=bool(arguments),
+        tool_call=True,
+        tool_id=tool_id if isinstance(tool_id, str) else None,
+        tool_name=name if isinstance(name, str) else None,
+        arguments=arguments or None,
+    )
 
 
 def detail(usage: dict[str, Any], group: str, name: str) -> int | None:

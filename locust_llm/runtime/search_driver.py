@@ -1,10 +1,8 @@
 """``--search``: the capacity search, run by the load shape as probes, one step each.
 
 A probe ends when its steady window holds ``--search-min-requests`` requests and is at least their E2E p50 long, or
-at ``--step-duration``; it is judged (:mod:`locust_llm.shapes.criteria`) on the exact merged statistics, a knee
-probe against the row of the load the search names, and :mod:`locust_llm.shapes.search` (``--search sla``) or
-:mod:`locust_llm.shapes.knee_search` (``--search knee``) chooses the next load. In open loop the driver rests
-between probes until nothing is in flight. The record goes to ``run.search`` for the outputs and the web UI.
+at ``--step-duration``; :mod:`locust_llm.shapes.criteria` judges it and :mod:`locust_llm.shapes.search` or
+:mod:`locust_llm.shapes.knee_search` chooses the next load. The record goes to ``run.search``.
 """
 
 from __future__ import annotations

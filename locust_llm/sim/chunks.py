@@ -12,7 +12,7 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DONE", "FINGERPRINT", "ChunkFormat", "completion_body", "error_body", "frame", "usage"]
+__all__ = ["DONE", "FINGERPRINT", "ChunkFormat", "completion_body", "error_body", "frame", "tool_call_id", "usage"]
 
 FINGERPRINT = "fp_locust_llm_sim"
 DONE = b"data: [DONE]\n\n"
@@ -39,14 +39,18 @@ class ChunkFormat:
     """The chunks of one completion (``chatcmpl-sim{seq_id}``)."""
 
     numbered = False  # a token's chunk ends with its tail (the Responses API's end with a number: serve_responses)
-    __slots__ = ("completion_id", "created", "head", "include_usage", "model", "reasoning_head", "tail")
+    __slots__ = ("completion_id", "created", "head", "include_usage", "model", "reasoning_head", "tail", "tool")
 
-    def __init__(self, seq_id: int, model: str, include_usage: bool, prompt_tokens: int = 0) -> None:
+    def __init__(
+        self, seq_id: int, model: str, include_usage: bool, prompt_tokens: int = 0, tool: str | None = None
+    ) -> None:
         self.completion_id = f"chatcmpl-sim{seq_id:012d}"
         self.created = int(time.time())
         self.model = model
         self.include_usage = include_usage
-        role = self.role_chunk()
+        self.tool = tool
+        """The tool the answer calls (its tokens are the call's arguments), or None."""
+        role = self.chunk({"role": "assistant", "content": ""}, None)
         cut = role.index(b'"content":""') + len(b'"content":')
         self.head = role[:cut].replace(b'"role":"assistant",', b"")
         """A content chunk's bytes before the JSON string of its token."""
@@ -54,6 +58,10 @@ class ChunkFormat:
         """A reasoning chunk's bytes before the JSON string of its token."""
         self.tail = role[cut + 2 :]
         """A content chunk's bytes after the JSON string of its token."""
+        if tool is not None:
+            piece = self.chunk({"tool_calls": [{"index": 0, "function": {"arguments": ""}}]}, None)
+            cut = piece.index(b'"arguments":""') + len(b'"arguments":')
+            self.head, self.tail = piece[:cut], piece[cut + 2 :]
 
     def chunk(self, delta: dict[str, Any] | None, finish_reason: str | None, usage: Any = None) -> bytes:
         obj: dict[str, Any] = {
@@ -71,7 +79,12 @@ class ChunkFormat:
         return b"data: " + orjson.dumps(obj) + b"\n\n"
 
     def role_chunk(self) -> bytes:
-        return self.chunk({"role": "assistant", "content": ""}, None)
+        """The answer's first chunk (and, for a tool call, the call's start: its id and the tool's name)."""
+        role = self.chunk({"role": "assistant", "content": ""}, None)
+        if self.tool is None:
+            return role
+        call = {"index": 0, "id": tool_call_id(self.completion_id), "type": "function"}
+        return role + self.chunk({"tool_calls": [{**call, "function": {"name": self.tool, "arguments": ""}}]}, None)
 
     def final_chunks(
         self,
@@ -83,12 +96,17 @@ class ChunkFormat:
         reasoning_tokens: int = 0,
     ) -> bytes:
         """The finish chunk, the usage chunk (when asked for) and, unless ``done`` is False, ``[DONE]``."""
-        out = self.chunk({}, finish_reason)
+        out = self.chunk({}, "tool_calls" if self.tool is not None else finish_reason)
         if not done:
             return out
         if self.include_usage:
             out += self.chunk(None, None, usage(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens))
         return out + DONE
+
+
+def tool_call_id(answer_id: str) -> str:
+    """The id of the tool call an answer makes (``call_`` and the answer's own id's digits)."""
+    return "call_" + answer_id.rsplit("sim", 1)[-1]
 
 
 def completion_body(

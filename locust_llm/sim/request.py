@@ -43,6 +43,7 @@ class ChatRequest:
     history: tuple[str, int] | None = None  # (key, tokens) of the whole request, in auto mode
     inserts: tuple[tuple[str, int], ...] = ()  # auto mode: every message boundary's key, with its message's tokens
     min_tokens: int = 0  # the output it must reach: min_tokens, or all of max_tokens with ignore_eos (when honoured)
+    tool: str | None = None  # the tool it must call (tools and tool_choice "required", or one named): its answer
 
 
 def parse_chat_request(
@@ -57,10 +58,29 @@ def parse_chat_request(
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     chat = _parse(body, contexts, prefix_mode)
+    tool = _tool(body)
+    if tool is not None:
+        chat = dataclasses.replace(chat, tool=tool)
     if "min_tokens" not in body and "ignore_eos" not in body:
         return chat
     minimum = _min_tokens(body, chat.max_tokens, min_tokens_mode)
     return dataclasses.replace(chat, min_tokens=minimum) if minimum else chat
+
+
+def _tool(body: dict[str, Any]) -> str | None:
+    """The tool a request makes its answer call: the one ``tool_choice`` names, or the first of ``tools`` when it is
+    ``required``; None when the model may answer in words (``auto``, ``none``, no tools). Raises
+    :class:`BadRequest` for tools that are not a list of functions."""
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    if not tools:
+        return None
+    names = [t.get("function", {}).get("name") for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+    if not names or not all(isinstance(n, str) and n for n in names):
+        raise BadRequest("Invalid 'tools': each must be {'type': 'function', 'function': {'name': ...}}.", "tools")
+    if isinstance(choice, dict):
+        named = choice.get("function", {}).get("name") if isinstance(choice.get("function"), dict) else None
+        return named if named in names else names[0]
+    return names[0] if choice == "required" else None
 
 
 def _min_tokens(body: dict[str, Any], max_tokens: int, mode: str) -> int:

@@ -52,6 +52,7 @@ class Stream:
         history: tuple[str, int] | None = None,
         taken_ns: int | None = None,
         fmt: type[ChunkFormat] = ChunkFormat,
+        tool: str | None = None,
     ) -> None:
         self.seq_id = seq_id
         self.sent_ns = time.monotonic_ns() if taken_ns is None else taken_ns
@@ -70,7 +71,9 @@ class Stream:
         self.fault = fault
         self.fault_at = output_tokens // 2
         self.text: list[str] = []
-        self.fmt = fmt(seq_id, model, include_usage, prompt_tokens)  # the API's (sim/chunks.py and sim/serve_*.py)
+        self.fmt = fmt(
+            seq_id, model, include_usage, prompt_tokens, tool
+        )  # the API's (sim/chunks.py and sim/serve_*.py)
         self.head, self.tail = self.fmt.head, self.fmt.tail
         self.reasoning_head = self.fmt.reasoning_head
         self.numbered = getattr(self.fmt, "FIRST_DELTA", 0) if self.fmt.numbered else 0

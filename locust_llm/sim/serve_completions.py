@@ -35,7 +35,9 @@ class CompletionsFormat:
     numbered = False
     __slots__ = ("created", "head", "id", "include_usage", "model", "reasoning_head", "tail")
 
-    def __init__(self, seq_id: int, model: str, include_usage: bool, prompt_tokens: int = 0) -> None:
+    def __init__(
+        self, seq_id: int, model: str, include_usage: bool, prompt_tokens: int = 0, tool: str | None = None
+    ) -> None:
         self.id = f"cmpl-sim{seq_id:012d}"
         self.created = int(time.time())
         self.model = model

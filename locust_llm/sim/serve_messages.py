@@ -1,5 +1,5 @@
-"""The simulator's Messages API: a request in chat form (``anthropic-version`` required), and Anthropic's events,
-the cache's read in ``message_delta``'s usage. Pure."""
+"""The simulator's Messages API: a request in chat form (``anthropic-version`` required, tool blocks as chat's
+tool messages), and Anthropic's events. Pure."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from typing import Any
 import orjson
 
 from locust_llm.protocol.tokens import content_text
+from locust_llm.sim.chunks import tool_call_id
 from locust_llm.sim.request import BadRequest
 
 __all__ = ["MessagesFormat", "as_chat"]
@@ -35,9 +36,51 @@ def as_chat(body: dict[str, Any], version: str | None) -> dict[str, Any]:
     chat: dict[str, Any] = {
         k: body[k] for k in ("model", "stream", "max_tokens", "min_tokens", "ignore_eos") if k in body
     }
-    chat["messages"] = messages
+    chat["messages"] = [m for message in messages for m in _chat_messages(message)]
+    if body.get("tools"):
+        tools = body["tools"]
+        if not isinstance(tools, list) or not all(
+            isinstance(t, dict) and isinstance(t.get("name"), str) for t in tools
+        ):
+            raise BadRequest("tools: each must be an object with a 'name' and an 'input_schema'", "tools")
+        chat["tools"] = [{"type": "function", "function": {"name": t["name"]}} for t in tools]
+        choice = body.get("tool_choice") or {}
+        kind = choice.get("type") if isinstance(choice, dict) else None
+        named = {"type": "function", "function": {"name": choice.get("name")}} if kind == "tool" else None
+        chat["tool_choice"] = named or ("required" if kind == "any" else "auto")
     chat["stream_options"] = {"include_usage": True}
     return chat
+
+
+def _chat_messages(message: Any) -> list[dict[str, Any]]:
+    """A Messages API message in chat's form: ``tool_use`` blocks as the assistant's tool calls, ``tool_result``
+    blocks as tool messages, text blocks as its content."""
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, list):
+        return [message]
+    uses = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    results = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+    if not uses and not results:
+        return [message]
+    text = content_text([b for b in content if isinstance(b, dict) and b.get("type") == "text"])
+    out: list[dict[str, Any]] = []
+    if uses:
+        calls = []
+        for block in uses:
+            arguments = orjson.dumps(block.get("input", {})).decode()
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {"name": block.get("name"), "arguments": arguments},
+                }
+            )
+        out.append({"role": "assistant", "content": text or None, "tool_calls": calls})
+    for block in results:
+        out.append(
+            {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": content_text(block.get("content"))}
+        )
+    return out
 
 
 def _event(obj: dict[str, Any]) -> bytes:
@@ -50,15 +93,18 @@ class MessagesFormat:
     interface; ``message_start`` states ``prompt_tokens``."""
 
     numbered = False
-    __slots__ = ("created", "head", "message_id", "model", "prompt_tokens", "reasoning_head", "tail")
+    __slots__ = ("created", "head", "message_id", "model", "prompt_tokens", "reasoning_head", "tail", "tool")
 
-    def __init__(self, seq_id: int, model: str, include_usage: bool = True, prompt_tokens: int = 0) -> None:
+    def __init__(
+        self, seq_id: int, model: str, include_usage: bool = True, prompt_tokens: int = 0, tool: str | None = None
+    ) -> None:
         self.message_id = f"msg_sim{seq_id:012d}"
         self.created = int(time.time())
         self.model = model
         self.prompt_tokens = prompt_tokens
         delta = b'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":'
-        self.head = delta + b'{"type":"text_delta","text":'
+        self.tool = tool
+        self.head = delta + (b'{"type":"input_json_delta","partial_json":' if tool else b'{"type":"text_delta","text":')
         self.reasoning_head = delta + b'{"type":"thinking_delta","thinking":'
         self.tail = b"}}\n\n"
 
@@ -72,8 +118,11 @@ class MessagesFormat:
             "stop_reason": None,
             "usage": {"input_tokens": self.prompt_tokens, "cache_read_input_tokens": 0, "output_tokens": 1},
         }
+        block: dict[str, Any] = {"type": "text", "text": ""}
+        if self.tool is not None:
+            block = {"type": "tool_use", "id": tool_call_id(self.message_id), "name": self.tool, "input": {}}
         return _event({"type": "message_start", "message": message}) + _event(
-            {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}
+            {"type": "content_block_start", "index": 0, "content_block": block}
         )
 
     def final_chunks(
@@ -91,7 +140,7 @@ class MessagesFormat:
             "cache_read_input_tokens": cached_tokens,
             "output_tokens": completion_tokens,
         }
-        reason = "max_tokens" if finish_reason == "length" else "end_turn"
+        reason = "tool_use" if self.tool is not None else "max_tokens" if finish_reason == "length" else "end_turn"
         out = _event({"type": "content_block_stop", "index": 0}) + _event(
             {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None}, "usage": usage}
         )

@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable
 from typing import Any
 
@@ -38,7 +38,10 @@ from locust_llm.sim.request import BadRequest, ChatRequest, parse_chat_request
 from locust_llm.sim.response import Stream
 from locust_llm.sim.timing import BehindWatch, EmissionError
 
-__all__ = ["SimServer", "serve"]
+__all__ = ["KEPT_RESPONSES", "SimServer", "serve"]
+
+KEPT_RESPONSES = 10_000
+"""Responses API answers kept for ``previous_response_id`` (the oldest is forgotten first: memory stays bounded)."""
 
 _HTTP_FAULTS = {
     "500": (500, "The server had an error while processing your request.", "server_error"),
@@ -86,6 +89,11 @@ class SimServer:
         self.requests_by_key = Counter[str]()  # a key's fingerprint (key_fingerprint), never the key
         self._contexts = {name: rt.spec.context_tokens for name, rt in self.models.items()}
         self._seq = itertools.count(1)
+        self._kept: OrderedDict[str, list[Any]] = OrderedDict()
+        self.responses_chained = 0
+        self.tool_results = 0  # requests that sent a tool's result back
+        """The Responses API's kept responses (``store``), by id: their messages and answer, the latest
+        :data:`KEPT_RESPONSES`."""
         self._ordinal = itertools.count(0)
         self._replicas = [replica for runtime in self.models.values() for replica in runtime.replicas]
 
@@ -146,19 +154,24 @@ class SimServer:
         body = await request.read()
         self._catch_up()
         try:
+            store = False
             if api != "chat":
-                body = _as_chat(api, body, request.headers.get("anthropic-version"))
+                body, store = _as_chat(api, body, request.headers.get("anthropic-version"), self._chain)
             chat = parse_chat_request(body, self._contexts, self.prefix_mode, self.config.min_tokens)
             if api != "chat" and not chat.stream:
                 raise BadRequest(f"This simulator answers /v1/{api} streamed only: set 'stream': true.", "stream")
         except BadRequest as exc:
             return self._answer(None, _bad_request(exc))
         runtime = self.models[chat.model]
+        if chat.messages[-1].get("role") == "tool":
+            self.tool_results += 1
         fault = self.config.faults.decide(next(self._ordinal)) if self.config.faults.active else None
         if fault is not None:
             runtime.faults[fault] += 1
         if fault in _HTTP_FAULTS:
             status, message, err_type = _HTTP_FAULTS[fault]
+            if status == 503 and api == "messages":  # Anthropic's "overloaded"
+                status, err_type = 529, _OVERLOADED[api]
             return self._answer(runtime, _error(status, message, err_type))
         limits: Callable[[str], dict[str, str]] = runtime.limiter.headers
         if api == "messages":
@@ -184,7 +197,7 @@ class SimServer:
                     status, "The server is overloaded, please retry later.", _OVERLOADED[api], **{"Retry-After": "1"}
                 ),
             )
-        return await self._generate(request, runtime, chat, key, fault, taken, api, limits)
+        return await self._generate(request, runtime, chat, key, fault, taken, api, limits, store)
 
     async def _generate(
         self,
@@ -196,6 +209,7 @@ class SimServer:
         taken: int,
         api: str = "chat",
         limits: Callable[[str], dict[str, str]] | None = None,
+        store: bool = False,
     ) -> web.StreamResponse:
         loop = asyncio.get_running_loop()
         seq_id = next(self._seq)
@@ -247,6 +261,7 @@ class SimServer:
             chat.history,
             taken,
             _FORMATS[api],
+            chat.tool,
         )
         self._answer(runtime, resp)
         try:
@@ -255,6 +270,11 @@ class SimServer:
             replica.submit(stream, seq)
             await stream.done
             self._catch_up()  # a whole batch can end at one step: its handlers all wake up now
+            if store:
+                self._keep(
+                    getattr(stream.fmt, "response_id", ""),
+                    [*chat.messages, {"role": "assistant", "content": stream.reply(self.config.seed)}],
+                )
             transport = request.transport
             if transport is not None and not transport.is_closing():
                 await resp.write_eof()
@@ -266,6 +286,19 @@ class SimServer:
             replica.cancel(stream)  # frees its KV blocks if it was still generating
             runtime.release(stream)  # its rate-limit slot, if not released yet
         return resp
+
+    def _chain(self, response_id: str) -> list[Any] | None:
+        """The kept history of ``response_id`` (a ``previous_response_id``), counted in ``/sim/stats``."""
+        history = self._kept.get(response_id)
+        if history is not None:
+            self.responses_chained += 1
+        return history
+
+    def _keep(self, response_id: str, messages: list[Any]) -> None:
+        """Keep a Responses API answer for ``previous_response_id``: the latest :data:`KEPT_RESPONSES`."""
+        self._kept[response_id] = messages
+        if len(self._kept) > KEPT_RESPONSES:
+            self._kept.popitem(last=False)
 
     def _close_after(self, request: web.Request) -> None:
         """Close the connection once the response is out, although keep-alive was advertised. With a delay, the
@@ -295,6 +328,8 @@ class SimServer:
             "requests_by_status": dict(self.requests_by_status),
             "requests_by_key": dict(self.requests_by_key),
             "metrics_scrapes": self.metrics_scrapes,
+            "responses_chained": self.responses_chained,  # requests that named a kept previous_response_id
+            "tool_results": self.tool_results,  # requests whose last message is a tool's result
             **self.emission.stats(),  # lateness_ms: |written - due| of every token; early_ms (sim/timing.py)
             "cpu_s": usage.ru_utime + usage.ru_stime,
             "scheduling": realtime.policy(),  # fifo under --realtime (sim/realtime.py)
@@ -370,8 +405,9 @@ _FORMATS: dict[str, type[Any]] = {
 }
 
 
-def _as_chat(api: str, raw: bytes, version: str | None) -> bytes:
-    """A request of ``api`` (not chat) as a chat completion's body. Raises :class:`BadRequest`."""
+def _as_chat(api: str, raw: bytes, version: str | None, kept: Callable[[str], list[Any] | None]) -> tuple[bytes, bool]:
+    """A request of ``api`` (not chat) as a chat completion's body, and whether its answer is kept (the Responses
+    API's ``store``, true unless false). Raises :class:`BadRequest`."""
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError:
@@ -379,12 +415,12 @@ def _as_chat(api: str, raw: bytes, version: str | None) -> bytes:
     if not isinstance(body, dict):
         raise BadRequest("The request body must be a JSON object.")
     if api == "responses":
-        chat = serve_responses.as_chat(body)
+        chat = serve_responses.as_chat(body, kept)
     elif api == "messages":
         chat = serve_messages.as_chat(body, version)
     else:
         chat = serve_completions.as_chat(body)
-    return orjson.dumps(chat)
+    return orjson.dumps(chat), api == "responses" and body.get("store", True) is not False
 
 
 def _anthropic_headers(headers: Callable[[str], dict[str, str]]) -> Callable[[str], dict[str, str]]:

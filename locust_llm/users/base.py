@@ -20,6 +20,7 @@ import gevent
 from locust_llm import __version__
 from locust_llm.http.attempt import FirstToken
 from locust_llm.http.loop import poll_count
+from locust_llm.protocol.api import Api
 from locust_llm.protocol.metrics import RequestResult
 from locust_llm.users.flow import Flow
 from locust_llm.users.open_loop import OpenLoop
@@ -59,6 +60,8 @@ class LLMUserMixin:
     open_loop: OpenLoop | None = None
     conversation: Conversation | None = None
     keep_reply = False
+    ask_tool = False
+    """Whether this client request asks for a tool call (``--tool-call-share``, drawn per client request)."""
     fast_path = True
     """Whether this user's requests take locust-llm's fast path (``--fast-path``, and its assumptions held)."""
     """Whether :meth:`send` keeps the answer's text in ``RequestResult.reply`` (conversations need it)."""
@@ -114,6 +117,28 @@ class LLMUserMixin:
         result.turn = self.turn if self.open_loop is None else getattr(self.open_loop.turn, "number", 0)
         return result
 
+    def chained(
+        self, model: str, messages: Sequence[dict[str, Any]]
+    ) -> tuple[Sequence[dict[str, Any]], dict[str, Any] | None]:
+        """``--conversation-state server``: what a turn to ``model`` sends (its new message alone, when ``model`` kept
+        the last answer) and the fields that chain it (``previous_response_id``; ``store: true`` on every turn, so the
+        server keeps each answer). A fallback to another model gets the whole history."""
+        if self.config.conversation_state != "server" or self.conversation is None or self.open_loop is not None:
+            return messages, None
+        previous = self.conversation.previous
+        if previous is not None and previous[0] == model and self.conversation.turn > 1:
+            new = self.conversation.new_messages
+            return messages[-new:], {"store": True, "previous_response_id": previous[1]}
+        return messages, {"store": True}
+
+    def tool_fields(self, api: Api) -> dict[str, Any] | None:
+        """The fields that offer ``--tools`` in ``api``'s form, asking for a call when this client request drew one
+        (``--tool-call-share``, :attr:`ask_tool`)."""
+        tools = self.workload.tools
+        if not tools or api.tools is None:
+            return None
+        return api.tools(tools, self.ask_tool)
+
     def exact_lengths(self, endpoint: str) -> bool:
         """Whether requests to ``endpoint`` (the primary model, or a route) ask for ``max_tokens`` exactly:
         ``--output-length`` as the preflight resolved it (the master's, on a worker)."""
@@ -159,8 +184,10 @@ class LLMUserMixin:
             self.open_loop.run()
             return
         fast = self.fast_path  # the library path does not read libev's count of polls
+        share = self.workload.tool_call_share
         while True:
             polls = poll_count() if fast else 0
+            self.ask_tool = share is not None and self.rng.random() < share
             if self.keep_reply:
                 self._next_turn()
             else:
@@ -206,7 +233,7 @@ class LLMUserMixin:
         self.turn = conversation.turn
         result = self.flow.request(self.llm.model, messages, max_tokens, self._intended_ns or time.perf_counter_ns())
         if result.ok:
-            conversation.answered(result.reply)
+            conversation.answered(result.reply, result.model, result.response_id, result.tools, self.rng)
         else:
             conversation.end()
 

@@ -111,11 +111,15 @@ class ChatStreamUser(LLMUserMixin, FastHttpUser):
         target = self._targets[model] if self._targets else self._target
         route = target.route
         exact = self.exact_lengths(model if route is not None else self.llm.model)
+        sent, chain = self.chained(model, messages) if self.keep_reply else (messages, None)
+        tools = self.tool_fields(target.api)
+        fields = {**(chain or {}), **tools} if tools else chain
         if route is None:
-            body = self.workload.body(model, messages, max_tokens, None, exact, target.api)
+            body = self.workload.body(model, sent, max_tokens, fields, exact, target.api)
         else:
             max_tokens = min(max_tokens, route.max_tokens or max_tokens)
-            body = self.workload.body(route.model, messages, max_tokens, route.extra_body, exact, target.api)
+            extra = {**(route.extra_body or {}), **fields} if fields else route.extra_body
+            body = self.workload.body(route.model, sent, max_tokens, extra, exact, target.api)
         started = 0
         for fresh in (False, True):
             result = run_stream(

@@ -7,7 +7,9 @@ retries are left to locust-llm's client discipline (``max_retries=0``).
 
 from __future__ import annotations
 
+import functools
 import logging
+import typing
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,6 +17,7 @@ import openai
 import orjson
 from locust import User
 from locust.env import Environment
+from openai.types.responses import ResponseStreamEvent
 
 from locust_llm.http.attempt import Attempt, FirstToken, end_of_stream
 from locust_llm.protocol.api_completions import prompt_text
@@ -50,6 +53,10 @@ class OpenAISdkUser(LLMUserMixin, User):
         self.client = self._make_client(
             self.host or "", self.config.api_key, dict(self.config.headers), self.config.tls
         )
+        if "responses" in {
+            self.config.api_of(r).name for r in (self.config.routes.routes if self.config.routes else [None])
+        }:
+            _build_response_events()
         self.clients: dict[str, tuple[_Client, Any]] = {}  # route -> its own client, and the route
         for route in self.config.routes.routes if self.config.routes else ():
             client = self._make_client(route.base_url, route.api_key, dict(route.headers), route.tls)
@@ -87,6 +94,10 @@ class OpenAISdkUser(LLMUserMixin, User):
             max_tokens = min(max_tokens, route.max_tokens or max_tokens)
         if self.exact_lengths(model if route is not None else self.llm.model):
             extra_body = {**exact_fields(max_tokens), **(extra_body or {})}
+        sent, chain = self.chained(model, messages) if self.keep_reply else (messages, None)
+        tools = self.tool_fields(self.config.api_of(route))
+        if chain or tools:
+            extra_body = {**(extra_body or {}), **(chain or {}), **(tools or {})}
         with Attempt(model, intended_ns, timeout_s, secrets, on_cut=on_cut) as attempt:
             result = attempt.result
             result.max_tokens = max_tokens
@@ -94,7 +105,7 @@ class OpenAISdkUser(LLMUserMixin, User):
             result.wrote = True  # the SDK sends it inside create(): counted as sent from there
             try:
                 api = self.config.api_of(route).name
-                stream = _create(client, api, model if route is None else route.model, messages, max_tokens, extra_body)
+                stream = _create(client, api, model if route is None else route.model, sent, max_tokens, extra_body)
                 result.http_status = 200
                 attempt.header = stream.response.headers.get
                 replies: list[str] | None = [] if self.keep_reply else None
@@ -164,6 +175,18 @@ class _Client(openai.OpenAI):
         return self.events
 
 
+@functools.cache
+def _build_response_events() -> None:
+    """Build the SDK's Responses API event models now, once per process: pydantic builds them on their first use,
+    0.3-1 s of CPU that would hold the event loop (and every stream's stamps) in the middle of the first answer."""
+    union = ResponseStreamEvent
+    if typing.get_origin(union) is typing.Annotated:
+        union = typing.get_args(union)[0]
+    for model in typing.get_args(union):
+        model.model_rebuild()
+        model.__pydantic_validator__  # noqa: B018  (built on first access)
+
+
 def _transport_error(exc: Exception) -> bool:
     """An exception of the SDK's HTTP library (httpx or its fork, httpcore)."""
     return type(exc).__module__.split(".")[0].startswith(("httpx", "httpcore"))
@@ -210,6 +233,8 @@ def _on_event(event: Any, now: int, result: RequestResult, replies: list[str] | 
     elif kind in _REASONING_EVENTS and getattr(event, "delta", None):
         result.token_ns.append(now)
         result.reasoning_chunks += 1
+    elif kind == "response.created":
+        result.response_id = getattr(event.response, "id", None) or None
     elif kind in ("response.completed", "response.incomplete"):
         response = event.response
         details = getattr(response, "incomplete_details", None)

@@ -98,6 +98,9 @@ class Workload:
     turns: Turns | None = None  # None: auto (the prompt file's conversations, else single requests)
     think_time: ThinkTime = ThinkTime()  # noqa: RUF009 (frozen)
     max_context_tokens: int | None = None
+    tools: tuple[dict[str, Any], ...] = ()  # --tools, OpenAI's format (each API converts them)
+    tool_call_share: float | None = None  # --tool-call-share: a tool call asked for on this share of turns
+    tool_result_tokens: int = 64  # --tool-result-tokens
 
     def describe(self) -> dict[str, Any]:
         """The workload for reports: where prompts come from, never their text."""
@@ -116,6 +119,9 @@ class Workload:
             "turns": "auto" if self.turns is None else [self.turns.low, self.turns.high],
             "think_time_s": [self.think_time.seconds, self.think_time.jitter],
             "max_context_tokens": self.max_context_tokens,
+            "tools": [t["function"]["name"] for t in self.tools],
+            "tool_call_share": self.tool_call_share,
+            "tool_result_tokens": self.tool_result_tokens if self.tools else None,
         }
 
     @property

@@ -60,7 +60,7 @@ class Probe(LLMUserMixin, User):
         super().__init__(environment)
         self.rng, self.open_loop, self.seen = random.Random(0), None, []
         self.llm = SimpleNamespace(fatal_message="", model="m", collector=SimpleNamespace(holds={}))
-        self.workload = SimpleNamespace(messages=lambda rng: ([], 1))
+        self.workload = SimpleNamespace(messages=lambda rng: ([], 1), tool_call_share=None)
         self.flow = SimpleNamespace(request=self.request)
 
     def request(self, model, messages, max_tokens, intended_ns):

@@ -82,3 +82,19 @@ def test_each_api_gets_its_own_path_headers_and_key(monkeypatch):
     assert given.request_headers("ua")["x-api-key"] == "sk-given"
     responses = RunConfig.from_options(SimpleNamespace(api="responses", api_key="sk-1"))
     assert responses.request_headers("ua")["Authorization"] == "Bearer sk-1" and responses.api_of().path == "/responses"
+
+
+@pytest.mark.parametrize(
+    "options, needle",
+    [
+        ({"conversation_state": "server"}, "only the Responses API has: give --api responses"),
+        ({"conversation_state": "server", "api": "messages"}, "got --api messages"),
+        ({"conversation_state": "server", "api": "responses", "rates": "1,2"}, "got it with --rates"),
+    ],
+)
+def test_server_side_conversation_state_is_refused_where_it_cannot_work(options, needle):
+    from locust_llm.config.parsers import ConfigError
+
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        RunConfig.from_options(SimpleNamespace(**options))
+    assert RunConfig.from_options(SimpleNamespace(conversation_state="server", api="responses")).conversation_state

@@ -10,6 +10,7 @@ import pytest
 import locust_llm.http.pump as pump_module
 from locust_llm.protocol.apis import api_for
 from locust_llm.protocol.metrics import Outcome
+from locust_llm.sim.chunks import ChunkFormat
 from locust_llm.sim.serve_completions import CompletionsFormat
 from locust_llm.sim.serve_messages import MessagesFormat
 from locust_llm.sim.serve_responses import ResponsesFormat
@@ -20,10 +21,11 @@ WORDS = ("He", "llo", ' "wor"', "ld")
 PROMPT, CACHED = 40, 32
 
 
-def events(name, words=WORDS, done=True, reasoning=0):
-    """The simulator's events of one answer of ``words`` (the first ``reasoning`` of them reasoning): the opening,
-    one event per token, the end (``done``: with its end event)."""
-    fmt = FORMATS[name](7, "m", True, PROMPT)
+def events(name, words=WORDS, done=True, reasoning=0, tool=None):
+    """The simulator's events of one answer of ``words`` (the first ``reasoning`` of them reasoning; with ``tool``,
+    a call of it, the words its arguments): the opening, one event per token, the end (``done``: with its end
+    event)."""
+    fmt = {**FORMATS, "chat": ChunkFormat}[name](7, "m", True, PROMPT, tool)
     out = [fmt.role_chunk()]
     for i, word in enumerate(words):
         head = fmt.reasoning_head if i < reasoning else fmt.head
@@ -154,3 +156,36 @@ def test_a_529_is_a_5xx_acted_on_as_a_503(monkeypatch):
     head = b"HTTP/1.1 529 Overloaded\r\nContent-Type: application/json\r\nRetry-After: 2\r\nContent-Length: 2\r\n\r\n{}"
     result = shipped(timed([head]), monkeypatch)
     assert result.outcome is Outcome.HTTP_5XX and result.status == 503 and result.retry_after_s == 2
+
+
+def test_tool_calls_are_counted_timed_as_answer_tokens_and_kept_for_a_conversation(monkeypatch):
+    def sse_event(obj):
+        return b"event: " + obj["type"].encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
+
+    block = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {}}
+    pieces = [
+        sse_event({"type": "message_start", "message": {"usage": {"input_tokens": 9, "output_tokens": 1}}}),
+        sse_event({"type": "content_block_start", "index": 0, "content_block": block}),
+        *(
+            sse_event(
+                {"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": p}}
+            )
+            for p in ('{"q": ', '"x"', "}")
+        ),
+        sse_event({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": {"output_tokens": 3}}),
+        sse_event({"type": "message_stop"}),
+    ]
+    result = through("messages", [HEAD, *map(frame, pieces), END], monkeypatch)
+    assert result.outcome is Outcome.OK and result.finish_reason == "tool_use"
+    assert (result.tool_calls, result.tool_call_chunks, len(result.token_ns)) == (1, 3, 3)
+    assert result.answer_ns == result.token_ns[0] == 4 * 10**6  # TTFT: the first piece of arguments (4th piece)
+    assert result.tools == [{"id": "toolu_1", "name": "lookup", "arguments": '{"q": "x"}'}]
+
+
+@pytest.mark.parametrize("name", ["chat", "responses", "messages"])
+def test_the_simulator_s_tool_calls_are_read_as_calls_in_every_api(monkeypatch, name):
+    result = through(name, [HEAD, *map(frame, events(name, tool="lookup")), END], monkeypatch)
+    assert result.outcome is Outcome.OK and (result.tool_calls, result.tool_call_chunks) == (1, 4)
+    assert result.reply == "" and len(result.token_ns) == 4 and result.completion_tokens == 4
+    assert result.tools == [{"id": "call_000000000007", "name": "lookup", "arguments": 'Hello "wor"ld'}]
+    assert result.finish_reason == {"chat": "tool_calls", "responses": "completed", "messages": "tool_use"}[name]

@@ -62,7 +62,8 @@ def test_responses_events():
     parse = api_responses.parse_event
     assert parse(event({"type": "response.output_text.delta", "delta": "Hi", "sequence_number": 4})) is TOKEN_CHUNK
     assert parse(event({"type": "response.output_text.delta", "delta": ""})) is EMPTY_CHUNK
-    assert parse(event({"type": "response.function_call_arguments.delta", "delta": '{"a'})) is TOKEN_CHUNK
+    arguments = parse(event({"type": "response.function_call_arguments.delta", "delta": '{"a'}))
+    assert arguments.has_token and arguments.tool_call and arguments.arguments == '{"a'
     assert parse(event({"type": "response.reasoning_summary_text.delta", "delta": "hmm"})) is REASONING_CHUNK
     assert parse(event({"type": "response.reasoning_text.delta", "delta": "hmm"})) is REASONING_CHUNK
     for kind in ("response.created", "response.output_item.added", "response.content_part.done", "response.new.kind"):
@@ -96,7 +97,8 @@ def test_messages_events():
     assert (first.prompt_tokens, first.cached_tokens, first.completion_tokens) == (38, 30, None)
     delta = {"type": "content_block_delta", "index": 0}
     assert parse(event({**delta, "delta": {"type": "text_delta", "text": "Hi"}})) is TOKEN_CHUNK
-    assert parse(event({**delta, "delta": {"type": "input_json_delta", "partial_json": '{"c'}})) is TOKEN_CHUNK
+    tool_input = parse(event({**delta, "delta": {"type": "input_json_delta", "partial_json": '{"c'}}))
+    assert tool_input.has_token and tool_input.tool_call and tool_input.arguments == '{"c'
     assert parse(event({**delta, "delta": {"type": "thinking_delta", "thinking": "so"}})) is REASONING_CHUNK
     assert parse(event({**delta, "delta": {"type": "signature_delta", "signature": "x"}})) is EMPTY_CHUNK
     assert parse(event({"type": "ping"})) is EMPTY_CHUNK
@@ -148,3 +150,35 @@ def test_a_529_is_acted_on_as_a_503_and_anthropic_s_rate_limit_headers_are_read(
     assert RequestResult(model="m", intended_ns=0, sent_ns=0, http_status=529).status == 503
     head = {"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-tokens-remaining": "1000"}
     assert ratelimit_headers(lambda name: head.get(name, "")) == (50, None, None, 1000)
+
+
+def test_a_responses_stream_names_its_response_for_the_next_turn():
+    created = {"type": "response.created", "response": {"id": "resp_42", "status": "in_progress"}}
+    assert api_responses.parse_event(event(created)).response_id == "resp_42"
+    assert api_responses.parse_event(event({"type": "response.created", "response": {}})) is EMPTY_CHUNK
+
+
+def test_a_tool_call_is_its_start_then_its_arguments_in_every_api():
+    from locust_llm.protocol.sse import parse_chunk
+
+    start = {"index": 0, "id": "call_1", "type": "function", "function": {"name": "get_weather", "arguments": ""}}
+    chat_start = parse_chunk(event({"choices": [{"index": 0, "delta": {"tool_calls": [start]}}]}))
+    piece = {"index": 0, "function": {"arguments": '{"city"'}}
+    chat_piece = parse_chunk(event({"choices": [{"index": 0, "delta": {"tool_calls": [piece]}}]}))
+    item = {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "get_weather", "arguments": ""}
+    responses_start = api_responses.parse_event(event({"type": "response.output_item.added", "item": item}))
+    responses_piece = api_responses.parse_event(
+        event({"type": "response.function_call_arguments.delta", "delta": '{"city"'})
+    )
+    block = {"type": "tool_use", "id": "call_1", "name": "get_weather", "input": {}}
+    messages_start = api_messages.parse_event(
+        event({"type": "content_block_start", "index": 0, "content_block": block})
+    )
+    messages_piece = api_messages.parse_event(
+        event({"type": "content_block_delta", "delta": {"type": "input_json_delta", "partial_json": '{"city"'}})
+    )
+    for first, then in ((chat_start, chat_piece), (responses_start, responses_piece), (messages_start, messages_piece)):
+        assert first.tool_call and not first.has_token and (first.tool_id, first.tool_name) == ("call_1", "get_weather")
+        assert then.tool_call and then.has_token and then.arguments == '{"city"' and then.tool_id is None
+    message_item = {"type": "message", "id": "msg_1"}
+    assert api_responses.parse_event(event({"type": "response.output_item.added", "item": message_item})) is EMPTY_CHUNK

@@ -114,8 +114,14 @@ def test_role_only_first_chunk_is_not_a_token():
 
 @pytest.mark.parametrize("field", ["reasoning_content", "reasoning", "tool_calls"])
 def test_reasoning_and_tool_call_deltas_are_tokens(field):
-    value = [{"index": 0}] if field == "tool_calls" else "thinking"
+    value = [{"index": 0, "function": {"arguments": "{"}}] if field == "tool_calls" else "thinking"
     assert parse_chunk(chunk({field: value})).has_token
+
+
+def test_a_tool_call_s_start_without_arguments_is_no_token_but_a_call():
+    start = [{"index": 0, "id": "call_1", "type": "function", "function": {"name": "f", "arguments": ""}}]
+    parsed = parse_chunk(chunk({"tool_calls": start}))
+    assert not parsed.has_token and parsed.tool_call and parsed.tool_name == "f"
 
 
 def test_finish_reason():
@@ -207,7 +213,7 @@ def test_other_in_stream_errors_are_not_429s():
         ({"reasoning_content": "hmm"}, True),
         ({"reasoning": "hmm"}, True),
         ({"content": "answer"}, False),
-        ({"tool_calls": [{"index": 0}]}, False),
+        ({"tool_calls": [{"index": 0, "function": {"arguments": "{"}}]}, False),
         ({"reasoning_content": "hmm", "content": "answer"}, False),  # an answer token, whatever else it carries
     ],
 )

@@ -58,3 +58,12 @@ def test_a_completions_request_is_its_prompt_as_one_message():
 def test_the_messages_api_states_its_caps_under_anthropic_s_names():
     renamed = _anthropic_headers(lambda key: {"x-ratelimit-limit-requests": "4", "x-ratelimit-remaining-tokens": "9"})
     assert renamed("k") == {"anthropic-ratelimit-requests-limit": "4", "anthropic-ratelimit-tokens-remaining": "9"}
+
+
+def test_a_responses_request_chained_to_a_kept_response_carries_its_history():
+    kept = {"resp_1": [{"role": "user", "content": "first"}, {"role": "assistant", "content": "answer"}]}
+    body = {"model": "m", "input": [{"role": "user", "content": "second"}], "previous_response_id": "resp_1"}
+    request = chat(serve_responses.as_chat(body, kept.get))
+    assert [m["content"] for m in request.messages] == ["first", "answer", "second"]
+    with pytest.raises(BadRequest, match="Previous response with id 'resp_9' not found"):
+        serve_responses.as_chat({**body, "previous_response_id": "resp_9"}, kept.get)

@@ -109,3 +109,37 @@ def test_a_failed_turn_ends_the_conversation():
     for _ in range(3):
         u.chat_once()
     assert [len(m) for m in u.flow.sent] == [1, 3, 1]  # turn 2 failed: the next request starts afresh
+
+
+class ChainingFlow(ReplyingFlow):
+    """Each answer kept by the server as ``resp_N``; ``chained`` is what the user's client would send."""
+
+    def __init__(self, user, fail=()):
+        super().__init__(fail)
+        self.user, self.chains = user, []
+
+    def request(self, model, messages, max_tokens, intended_ns):
+        sent, chain = self.user.chained(model, messages)
+        self.chains.append((len(sent), chain))
+        result = super().request(model, messages, max_tokens, intended_ns)
+        result.response_id = f"resp_{len(self.sent)}"
+        return result
+
+
+def test_server_side_state_sends_each_later_turn_alone_with_the_last_answer_s_id():
+    u = conversing_user(fail={5})
+    u.config = SimpleNamespace(conversation_state="server")
+    u.open_loop = None
+    u.flow = ChainingFlow(u, fail={5})
+    for _ in range(6):
+        u.chat_once()
+    assert u.flow.chains == [
+        (1, {"store": True}),  # a first turn is kept too, so the next can name it
+        (1, {"store": True, "previous_response_id": "resp_1"}),
+        (1, {"store": True, "previous_response_id": "resp_2"}),
+        (1, {"store": True}),  # a new conversation
+        (1, {"store": True, "previous_response_id": "resp_4"}),  # ... whose second turn fails
+        (1, {"store": True}),  # a failed turn ends it: nothing to chain to
+    ]
+    assert [len(m) for m in u.flow.sent] == [1, 3, 5, 1, 3, 1]  # the whole history stays at hand (fallbacks)
+    assert u.chained("other-model", u.flow.sent[-1]) == (u.flow.sent[-1], {"store": True})

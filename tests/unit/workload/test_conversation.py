@@ -101,3 +101,26 @@ def test_think_time_draws_within_its_jitter():
     assert ThinkTime().draw(random.Random()) == 0.0
     with pytest.raises(PromptError, match="--think-time must be SECONDS or SECONDS:JITTER"):
         parse_think_time("1:2")
+
+
+def test_an_answer_that_called_a_tool_is_followed_by_a_turn_that_sends_its_result_back():
+    import random
+
+    from locust_llm.protocol.tokens import count_text_tokens
+    from locust_llm.workload.conversation import Conversation
+    from locust_llm.workload.draws import Turns
+    from locust_llm.workload.prompts import Workload
+
+    conversation = Conversation(Workload(turns=Turns(3, 3), tool_result_tokens=40, salt=False), random.Random(1))
+    rng = random.Random(2)
+    first, _ = conversation.next_turn(rng)
+    call = {"id": "call_7", "name": "search_docs", "arguments": '{"q": "x"}'}
+    conversation.answered("", tools=[call], rng=rng)
+    second, _ = conversation.next_turn(rng)
+    assert second[:-1] == [*first, second[-2]] and second[-2]["tool_calls"][0]["id"] == "call_7"
+    result = second[-1]
+    assert (result["role"], result["tool_call_id"]) == ("tool", "call_7")
+    assert count_text_tokens(result["content"]) == 40 and conversation.new_messages == 1
+    conversation.answered("done")
+    third, _ = conversation.next_turn(rng)
+    assert third[-1]["role"] == "user" and third[-2] == {"role": "assistant", "content": "done"}
