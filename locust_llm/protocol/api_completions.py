@@ -14,6 +14,7 @@ from locust_llm.protocol.api import Api, Message, merged
 from locust_llm.protocol.sse import (
     DONE_CHUNK,
     EMPTY_CHUNK,
+    LITERAL,
     TOKEN_CHUNK,
     ChatChunk,
     MalformedChunk,
@@ -26,7 +27,7 @@ from locust_llm.protocol.tokens import content_text
 
 __all__ = ["API", "TEXT", "completions_body", "parse_chunk", "prompt_text"]
 
-TEXT = re.compile(rb'"text":("[^"\\]*(?:\\.[^"\\]*)*")')
+TEXT = re.compile(rb'"text":' + LITERAL)
 """The text's JSON string in the usual compact chunk."""
 
 

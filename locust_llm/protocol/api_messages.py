@@ -1,8 +1,7 @@
 """Anthropic's Messages API (``POST {base}/messages``), as gateways serve it. Pure.
 
 Key in ``x-api-key``; system messages become ``system``. Prompt tokens = ``input_tokens`` + the cache's read and
-creation (``message_start``); text and tool-input deltas are answer tokens, ``thinking_delta`` reasoning; the end is
-``message_stop``; an ``error`` event is an error in the stream (``rate_limit_error`` a 429).
+creation; text and tool-input deltas are answer tokens, ``thinking_delta`` reasoning; ``message_stop`` ends it.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from locust_llm.protocol.api import Api, Message, function_of, merged
 from locust_llm.protocol.sse import (
     DONE_CHUNK,
     EMPTY_CHUNK,
+    LITERAL,
     REASONING_CHUNK,
     TOKEN_CHUNK,
     ChatChunk,
@@ -25,13 +25,14 @@ from locust_llm.protocol.sse import (
     int_or_none,
     preview_data,
     tool_chunk,
+    typed_event,
 )
 from locust_llm.protocol.tokens import content_text
 
 __all__ = ["ANTHROPIC_VERSION", "API", "TEXT", "messages_body", "parse_event"]
 
 ANTHROPIC_VERSION = "2023-06-01"
-TEXT = re.compile(rb'"text_delta","text":("[^"\\]*(?:\\.[^"\\]*)*")')
+TEXT = re.compile(rb'"text_delta","text":' + LITERAL)
 """The text's JSON string in a ``text_delta``."""
 
 
@@ -112,15 +113,10 @@ def _block(message: Message) -> dict[str, Any]:
 def parse_event(data: bytes) -> ChatChunk:
     """One event's data (module docstring); raises :class:`MalformedChunk` for data that is not a JSON object with a
     string ``type``."""
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        if not data.strip():
-            return EMPTY_CHUNK
-        raise MalformedChunk(f"invalid JSON in stream event: {preview_data(data)}") from exc
-    kind = obj.get("type") if type(obj) is dict else None
-    if type(kind) is not str:
-        raise MalformedChunk(f"stream event is not an object with a 'type': {preview_data(data)}")
+    typed = typed_event(data)
+    if typed is None:
+        return EMPTY_CHUNK
+    obj, kind = typed
     if kind == "content_block_delta":
         delta = obj.get("delta")
         if type(delta) is not dict:

@@ -1,8 +1,7 @@
 """The Responses API (``POST {base}/responses``), xAI's and OpenAI's primary endpoint. Pure.
 
 Sends ``input``, ``max_output_tokens`` and ``store: false``. Tokens are ``*.delta`` events; the end and the usage
-come in ``response.completed`` (or ``.incomplete``); ``response.failed`` and ``error`` are errors in the stream;
-any other event carries nothing measured.
+come in ``response.completed`` (or ``.incomplete``); ``response.failed`` and ``error`` are errors.
 """
 
 from __future__ import annotations
@@ -16,6 +15,7 @@ import orjson
 from locust_llm.protocol.api import Api, Message, function_of, merged
 from locust_llm.protocol.sse import (
     EMPTY_CHUNK,
+    LITERAL,
     REASONING_CHUNK,
     TOKEN_CHUNK,
     ChatChunk,
@@ -25,11 +25,12 @@ from locust_llm.protocol.sse import (
     int_or_none,
     preview_data,
     tool_chunk,
+    typed_event,
 )
 
 __all__ = ["API", "DELTA", "parse_event", "responses_body"]
 
-DELTA = re.compile(rb'"delta":("[^"\\]*(?:\\.[^"\\]*)*")')
+DELTA = re.compile(rb'"delta":' + LITERAL)
 """The text's JSON string in a delta event."""
 
 _ANSWER = frozenset({"response.output_text.delta"})
@@ -86,15 +87,10 @@ def responses_tools(tools: Sequence[Mapping[str, Any]], required: bool) -> dict[
 def parse_event(data: bytes) -> ChatChunk:
     """One event's data (module docstring); raises :class:`MalformedChunk` for data that is not a JSON object with a
     string ``type``."""
-    try:
-        obj = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        if not data.strip():
-            return EMPTY_CHUNK
-        raise MalformedChunk(f"invalid JSON in stream event: {preview_data(data)}") from exc
-    kind = obj.get("type") if type(obj) is dict else None
-    if type(kind) is not str:
-        raise MalformedChunk(f"stream event is not an object with a 'type': {preview_data(data)}")
+    typed = typed_event(data)
+    if typed is None:
+        return EMPTY_CHUNK
+    obj, kind = typed
     if kind in _ANSWER:
         return TOKEN_CHUNK if obj.get("delta") else EMPTY_CHUNK
     if kind == "response.function_call_arguments.delta":

@@ -40,6 +40,7 @@ __all__ = [
     "preview_data",
     "reply_text",
     "tool_chunk",
+    "typed_event",
 ]
 
 
@@ -263,6 +264,21 @@ def _other_token(delta: dict[str, Any]) -> ChatChunk:
     return REASONING_CHUNK if any(delta.get(field) for field in REASONING_FIELDS) else EMPTY_CHUNK
 
 
+def typed_event(data: bytes) -> tuple[dict[str, Any], str] | None:
+    """An event of an API that names its events (Responses, Messages): its object and ``type``; None for data of
+    whitespace alone. Raises :class:`MalformedChunk` for anything but a JSON object with a string ``type``."""
+    try:
+        obj = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if not data.strip():
+            return None
+        raise MalformedChunk(f"invalid JSON in stream event: {preview_data(data)}") from exc
+    kind = obj.get("type") if type(obj) is dict else None
+    if type(kind) is not str:
+        raise MalformedChunk(f"stream event is not an object with a 'type': {preview_data(data)}")
+    return obj, kind
+
+
 def _tool_delta(calls: Any) -> ChatChunk:
     """A ``tool_calls`` delta: its first call's start (``id``, ``function.name``) and its piece of the arguments."""
     call: dict[str, Any] = calls[0] if isinstance(calls, list) and calls and isinstance(calls[0], dict) else {}
@@ -289,7 +305,9 @@ def detail(usage: dict[str, Any], group: str, name: str) -> int | None:
     return int_or_none(details.get(name)) if isinstance(details, dict) else None
 
 
-CONTENT = re.compile(rb'"delta":\{"content":("[^"\\]*(?:\\.[^"\\]*)*")')
+LITERAL = rb'("[^"\\]*(?:\\.[^"\\]*)*")'
+"""A JSON string literal, as a regular expression's group."""
+CONTENT = re.compile(rb'"delta":\{"content":' + LITERAL)
 """The content's JSON string in the usual compact chunk (``..."delta":{"content":"..."...``)."""
 
 
@@ -308,10 +326,6 @@ def content_json(data: bytes) -> bytes:
     delta = first.get("delta") if isinstance(first, dict) else None
     content = delta.get("content") if isinstance(delta, dict) else None
     return orjson.dumps(content if isinstance(content, str) else "")
-
-
-LITERAL = rb'("[^"\\]*(?:\\.[^"\\]*)*")'
-"""A JSON string literal, as a regular expression's group."""
 
 
 _DIGITS = re.compile(rb"[0-9]+")

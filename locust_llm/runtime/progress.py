@@ -1,6 +1,7 @@
 """A person's view of a run: a line at each step change, and one with each step's result once every request
-observed in it is filed (:data:`SETTLE_S` after its end; on a master, once each worker has reported since). Master
-or single process only, through the log; the figures are the step's CSV row's (``format_done``).
+observed in it is filed: :data:`SETTLE_S` after its end (on a master, once each worker has reported since), at the
+poll after the one that found it so (a request stamped before the boundary by the kernel, while a starved process
+waited, is filed in the loop's turn between). The figures are the step's CSV row's (``format_done``).
 """
 
 from __future__ import annotations
@@ -41,9 +42,10 @@ class Progress:
         self.total: int | None = None
         self.waiting: list[tuple[int, int]] = []  # (step, its end on this process's clock) whose result is due
         self.printed: set[int] = set()
+        self.settling: set[int] = set()  # the steps a poll found settled: printed at the next poll
 
     def reset(self) -> None:
-        self.total, self.waiting, self.printed = None, [], set()
+        self.total, self.waiting, self.printed, self.settling = None, [], set(), set()
 
     def step_began(
         self, step: int, total: int | None, load: str, duration_s: float, warmup_s: float, note: str
@@ -71,7 +73,9 @@ class Progress:
         if not self.waiting:
             return
         now = self.clock()
-        ready = [(step, ended) for step, ended in self.waiting if now - ended >= SETTLE_S * 1e9 and self.settled(step)]
+        due = [(step, ended) for step, ended in self.waiting if now - ended >= SETTLE_S * 1e9 and self.settled(step)]
+        ready = [(step, ended) for step, ended in due if step in self.settling]
+        self.settling |= {step for step, _ in due}
         if ready:
             self.waiting = [w for w in self.waiting if w not in ready]
             self._print({step for step, _ in ready}, self.rows())

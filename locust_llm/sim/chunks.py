@@ -12,7 +12,17 @@ from typing import Any
 
 import orjson
 
-__all__ = ["DONE", "FINGERPRINT", "ChunkFormat", "completion_body", "error_body", "frame", "tool_call_id", "usage"]
+__all__ = [
+    "DONE",
+    "FINGERPRINT",
+    "ChunkFormat",
+    "completion_body",
+    "error_body",
+    "frame",
+    "named_event",
+    "tool_call_id",
+    "usage",
+]
 
 FINGERPRINT = "fp_locust_llm_sim"
 DONE = b"data: [DONE]\n\n"
@@ -102,6 +112,13 @@ class ChunkFormat:
         if self.include_usage:
             out += self.chunk(None, None, usage(prompt_tokens, completion_tokens, cached_tokens, reasoning_tokens))
         return out + DONE
+
+
+def named_event(obj: dict[str, Any]) -> bytes:
+    """An SSE event named by its data's ``type`` (``event: TYPE``, then the data), as the Responses and Messages
+    APIs send them."""
+    kind: str = obj["type"]
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
 
 
 def tool_call_id(answer_id: str) -> str:

@@ -9,7 +9,7 @@ from typing import Any
 import orjson
 
 from locust_llm.protocol.tokens import content_text
-from locust_llm.sim.chunks import tool_call_id
+from locust_llm.sim.chunks import named_event, tool_call_id
 from locust_llm.sim.request import BadRequest
 
 __all__ = ["MessagesFormat", "as_chat"]
@@ -83,11 +83,6 @@ def _chat_messages(message: Any) -> list[dict[str, Any]]:
     return out
 
 
-def _event(obj: dict[str, Any]) -> bytes:
-    kind: str = obj["type"]
-    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
-
-
 class MessagesFormat:
     """The events of one message (``msg_sim{seq_id}``), with :class:`~locust_llm.sim.chunks.ChunkFormat`'s
     interface; ``message_start`` states ``prompt_tokens``."""
@@ -121,7 +116,7 @@ class MessagesFormat:
         block: dict[str, Any] = {"type": "text", "text": ""}
         if self.tool is not None:
             block = {"type": "tool_use", "id": tool_call_id(self.message_id), "name": self.tool, "input": {}}
-        return _event({"type": "message_start", "message": message}) + _event(
+        return named_event({"type": "message_start", "message": message}) + named_event(
             {"type": "content_block_start", "index": 0, "content_block": block}
         )
 
@@ -141,7 +136,7 @@ class MessagesFormat:
             "output_tokens": completion_tokens,
         }
         reason = "tool_use" if self.tool is not None else "max_tokens" if finish_reason == "length" else "end_turn"
-        out = _event({"type": "content_block_stop", "index": 0}) + _event(
+        out = named_event({"type": "content_block_stop", "index": 0}) + named_event(
             {"type": "message_delta", "delta": {"stop_reason": reason, "stop_sequence": None}, "usage": usage}
         )
-        return out + _event({"type": "message_stop"}) if done else out
+        return out + named_event({"type": "message_stop"}) if done else out

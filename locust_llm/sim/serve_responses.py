@@ -7,9 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import orjson
-
-from locust_llm.sim.chunks import tool_call_id
+from locust_llm.sim.chunks import named_event, tool_call_id
 from locust_llm.sim.request import BadRequest
 
 __all__ = ["ResponsesFormat", "as_chat"]
@@ -65,11 +63,6 @@ def _function(tool: Any) -> dict[str, Any]:
     return {"type": "function", "function": {"name": tool["name"], "parameters": tool.get("parameters", {})}}
 
 
-def _event(obj: dict[str, Any]) -> bytes:
-    kind: str = obj["type"]
-    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(obj) + b"\n\n"
-
-
 class ResponsesFormat:
     """The events of one response (``resp_sim{seq_id}``), with :class:`~locust_llm.sim.chunks.ChunkFormat`'s
     interface; ``numbered``: a token's event ends with ``sequence_number`` (:data:`FIRST_DELTA` + its index)."""
@@ -118,15 +111,17 @@ class ResponsesFormat:
         if self.tool is not None:  # a function call: its item names the tool, its arguments follow as deltas
             call = {"id": self.item_id, "type": "function_call", "status": "in_progress", "arguments": ""}
             call |= {"call_id": tool_call_id(self.response_id), "name": self.tool}
-            return _event(
+            return named_event(
                 {"type": "response.created", "sequence_number": 0, "response": self._response("in_progress")}
-            ) + _event({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": call})
+            ) + named_event(
+                {"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": call}
+            )
         item = {"id": self.item_id, "type": "message", "status": "in_progress", "role": "assistant", "content": []}
         part = {"type": "output_text", "text": "", "annotations": []}
         return (
-            _event({"type": "response.created", "sequence_number": 0, "response": self._response("in_progress")})
-            + _event({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item})
-            + _event(
+            named_event({"type": "response.created", "sequence_number": 0, "response": self._response("in_progress")})
+            + named_event({"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item})
+            + named_event(
                 {
                     "type": "response.content_part.added",
                     "sequence_number": 2,
@@ -159,6 +154,6 @@ class ResponsesFormat:
         }
         status = "incomplete" if finish_reason == "length" and self.tool is None else "completed"
         number = self.FIRST_DELTA + completion_tokens
-        return _event(
+        return named_event(
             {"type": f"response.{status}", "sequence_number": number, "response": self._response(status, usage)}
         )

@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import orjson
 
 from locust_llm.workload.draws import PromptError
@@ -44,6 +43,8 @@ def _check(path: str, flag: str, number: int, tool: Any) -> None:
     schema = function.get("parameters", {"type": "object", "properties": {}})
     if not isinstance(schema, dict):
         raise PromptError(f"{where} ({name}): 'parameters' must be a JSON Schema object, got {str(schema)[:80]}")
+    import jsonschema  # here: only a run given --tools pays for its import (70 ms at every start otherwise)
+
     try:
         jsonschema.validators.validator_for(schema).check_schema(schema)
     except jsonschema.SchemaError as exc:

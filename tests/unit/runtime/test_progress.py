@@ -70,7 +70,8 @@ def test_each_result_waits_until_its_step_has_settled_and_is_printed_once(caplog
     progress.poll()  # a worker has not reported since
     assert not any("done" in m for m in caplog.messages)
     settled[1] = True
-    progress.poll()
+    progress.poll()  # settled now: printed at the next poll, after the loop's turn in between
+    assert not any("done" in m for m in caplog.messages)
     progress.poll()
     done = [m for m in caplog.messages if "done" in m]
     assert done == [f"locust-llm step 1/3 done: {format_done(row(1))}"]
