@@ -1,10 +1,13 @@
-"""Generator memory over a long run: it must stay flat (bounded histograms, no per-sample lists).
+"""Generator memory over a long run: it must stay flat (bounded histograms, no per-sample lists, the server's
+metrics written as they come).
 
-    python bench/soak.py [--minutes 30] [--users 128]
+    python bench/soak.py [--minutes 30] [--users 128] [--server-metrics auto|off]
 
-Runs locust-llm against the embedded simulator at a fixed concurrency and samples the generator's RSS every
-10 s; prints the samples and the growth between the end of the first minute and the end of the run, next to the
-number of requests served (the reference: what a per-sample list would have grown with).
+Runs locust-llm against the embedded simulator at a fixed concurrency, scraping its /metrics once a second (the
+default), and samples the generator's RSS every 10 s; prints the samples, the growth between the end of the first
+minute and the end of the run next to the number of requests served (the reference: what a per-sample list would
+have grown with), the growth per hour (a least-squares slope over the samples after the first minute) and a verdict
+line against the goal: under 5 MiB an hour.
 """
 
 from __future__ import annotations
@@ -24,6 +27,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--minutes", type=float, default=30.0, help="Run length (default: 30).")
     parser.add_argument("--users", type=int, default=128, help="Concurrent users (default: 128).")
+    parser.add_argument(
+        "--server-metrics", default="auto", help="Scrape the simulator's /metrics: auto (default) or off."
+    )
     args = parser.parse_args()
     seconds = int(args.minutes * 60)
     with tempfile.TemporaryDirectory() as tmp:
@@ -41,6 +47,8 @@ def main() -> None:
             "--csv",
             f"{tmp}/soak",
             "--only-summary",
+            "--server-metrics",
+            args.server_metrics,
             "--sim-args",
             "--max-concurrent-per-key 100000",
         ]
@@ -65,6 +73,28 @@ def main() -> None:
         f"over {args.minutes:g} min and {requests} requests ({(last - after_1m) * 2**20 / max(1, requests):.1f} "
         "bytes per request)"
     )
+    later = [(t, rss) for t, rss in samples if t >= 60]
+    if len(later) < 3:
+        print("verdict: not sure: fewer than 3 samples after the first minute (run at least 2 minutes)")
+        return
+    per_hour = _slope(later) * 3600
+    met = "met" if per_hour < GOAL_MIB_PER_HOUR else "NOT met"
+    print(
+        f"verdict: RSS grows {per_hour:+.1f} MiB an hour after the first minute (slope over {len(later)} samples); "
+        f"goal under {GOAL_MIB_PER_HOUR:g} MiB an hour: {met}"
+    )
+
+
+GOAL_MIB_PER_HOUR = 5.0
+
+
+def _slope(points: list[tuple[float, float]]) -> float:
+    """The least-squares slope of ``points`` (MiB per second)."""
+    n = len(points)
+    mean_t = sum(t for t, _ in points) / n
+    mean_y = sum(y for _, y in points) / n
+    var = sum((t - mean_t) ** 2 for t, _ in points)
+    return sum((t - mean_t) * (y - mean_y) for t, y in points) / var if var else 0.0
 
 
 def _requests(path: Path) -> int:

@@ -333,7 +333,8 @@ FLAGS: tuple[Flag, ...] = (
     Flag(
         "--server-metrics",
         "auto",
-        "Scrape the server's Prometheus metrics: auto ({origin of --host}/metrics, if it answers), off, or URL[,URL].",
+        "Scrape the server's metrics: auto ({origin of --host}/metrics), off, or URL[,URL] "
+        "(dns+http://NAME:PORT/metrics: each A record).",
         "LOCUST_LLM_SERVER_METRICS",
         parse_server_metrics,
         "endpoint",

@@ -311,13 +311,17 @@ def parse_rates(text: str, flag: str = "--rates") -> tuple[float, ...]:
 
 
 def parse_server_metrics(text: str, flag: str = "--server-metrics") -> tuple[str, ...]:
-    """``auto``, ``off`` or comma-separated ``http(s)://`` URLs: ``("auto",)``, ``()`` or the URLs."""
+    """``auto``, ``off`` or comma-separated ``http(s)://`` or ``dns+http(s)://NAME:PORT/path`` URLs: ``("auto",)``,
+    ``()`` or the URLs."""
     raw = str(text).strip()
     if raw.lower() in ("auto", "off"):
         return () if raw.lower() == "off" else ("auto",)
     urls = tuple(u.strip() for u in raw.split(","))
     for url in urls:
         parts = urllib.parse.urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"{flag} must be auto, off or http(s):// URLs separated by commas, got {url!r}")
+        if parts.scheme not in ("http", "https", "dns+http", "dns+https") or not parts.hostname:
+            raise ConfigError(
+                f"{flag} must be auto, off or http(s):// or dns+http(s)://NAME:PORT/metrics URLs separated by commas, "
+                f"got {url!r}"
+            )
     return urls

@@ -135,6 +135,10 @@ class StepRow(TypedDict):
     server_waiting_min: float | None
     server_preemptions: int | None
     server_scrapes: int
+    server_scrape_failures: int
+    server_replicas: int | None
+    server_kv_usage_median_p50: float | None
+    server_busiest_share_p50: float | None
     ratelimit_limit_requests: int | None
     ratelimit_remaining_requests_min: int | None
     ratelimit_limit_tokens: int | None
@@ -368,7 +372,7 @@ def _intervals(stats: StepStats) -> dict[str, float | None]:
 
 def _server(stats: StepStats) -> dict[str, Any]:
     """The server's own metrics over the window (its scrapes): p50, max and min of each gauge, the preemptions."""
-    out: dict[str, Any] = {"server_scrapes": stats.counts["server_scrapes"]}
+    out: dict[str, Any] = {k: stats.counts[k] for k in ("server_scrapes", "server_scrape_failures")}
     for gauge, name, digits in (
         ("kv_usage", "server_kv", 3),
         ("running", "server_running", 1),
@@ -379,6 +383,10 @@ def _server(stats: StepStats) -> dict[str, Any]:
         out[f"server_{gauge}_max"] = round(hist.max / 1000, digits) if hist.count else None
         out[f"server_{gauge}_min"] = round(hist.min / 1000, digits) if hist.count else None
     out["server_preemptions"] = stats.counts["server_preemptions"] if stats.counts["server_scrapes"] else None
+    replicas, median, busiest = (stats.hist[n] for n in ("server_replicas", "server_kv_median", "server_busiest_share"))
+    out["server_replicas"] = round(replicas.max / 1000) if replicas.count else None
+    out["server_kv_usage_median_p50"] = round(median.quantile(0.5) / 1000, 3) if median.count else None
+    out["server_busiest_share_p50"] = round(busiest.quantile(0.5) / 1000, 2) if busiest.count else None
     for what in ("requests", "tokens"):  # the provider's caps in the answers' heads: the largest seen, the least left
         limit, left = stats.hist[f"ratelimit_limit_{what}"], stats.hist[f"ratelimit_remaining_{what}"]
         out[f"ratelimit_limit_{what}"] = limit.max if limit.count else None

@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from locust_llm.measure.fleet import ServerScrape
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.timeline import STEADY, WARMUP
 from locust_llm.protocol.metrics import RequestResult, StatusClass
@@ -43,6 +44,9 @@ HISTOGRAMS = (
     "server_kv",
     "server_running",
     "server_waiting",
+    "server_kv_median",
+    "server_replicas",
+    "server_busiest_share",
     "ratelimit_limit_requests",
     "ratelimit_remaining_requests",
     "ratelimit_limit_tokens",
@@ -53,7 +57,7 @@ HISTOGRAMS = (
 ``client_ttft`` and ``client_e2e`` are the client-perceived latencies of a client request, from its intended
 start to the first token / the end of its final attempt: its waits, retries and fallbacks included. ``in_flight``
 (open loop) is the number of requests in flight at each arrival, times 1,000 (the histogram's unit); ``server_*``
-the server's own KV-cache usage (0-1), running and waiting requests at each scrape of its metrics, times 1,000;
+each round of scrapes of the server's metrics (``measure.fleet``), times 1,000;
 ``ratelimit_*`` the provider's stated caps and what was left of them, from each answer's head; ``loop_stall`` how late
 the generator's event loop ran, time-weighted (``runtime.stall``; filed under the model ``""``)."""
 
@@ -331,15 +335,13 @@ class StatsTable:
         stats.counts["dropped"] += dropped
         stats.hist["in_flight"].record(in_flight * 1000)
 
-    def add_server(self, model: str, gauges: dict[str, float], preempted: int, t_ns: int, locate: Locate) -> None:
-        """A scrape of the server's metrics at ``t_ns``: its gauges (``locust_llm.protocol.server_metrics``), and
-        the preemptions since the scrape before."""
+    def add_server(self, model: str, scrape: ServerScrape, t_ns: int, locate: Locate) -> None:
+        """A round of scrapes of the server's metrics at ``t_ns`` (``locust_llm.measure.fleet``)."""
         stats = self._at(locate, model, t_ns)
         stats.counts["server_scrapes"] += 1
-        stats.counts["server_preemptions"] += preempted
-        for gauge, name in (("kv_usage", "server_kv"), ("running", "server_running"), ("waiting", "server_waiting")):
-            if gauge in gauges:
-                stats.hist[name].record(max(0, round(gauges[gauge] * 1000)))
+        stats.counts["server_preemptions"] += scrape.preempted
+        for name, value in scrape.histograms().items():
+            stats.hist[name].record(max(0, round(value * 1000)))
 
     def add_client(
         self, model: str, intended_ns: int, final: RequestResult, locate: Locate, good: bool = False

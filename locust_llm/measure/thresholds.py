@@ -25,6 +25,7 @@ __all__ = [
     "QUEUE_SHARE",
     "SATURATION_MARGIN",
     "SATURATION_SHARE",
+    "UNBALANCED",
 ]
 
 MIN_RISE = 0.5
@@ -56,6 +57,10 @@ QUEUE_SHARE = 0.25
 server's capacity a closed loop's extra users wait (at twice the knee, as many as run); one or two waiting at a step
 boundary, at a batch's size, are no queue: a request that arrives during an engine step waits for the next (the
 simulator at 3 users, far below its knee: one waiting at half of a step's scrapes, two at times)."""
+
+UNBALANCED = 0.75
+"""A queue is one replica's when it holds more than this share of the waiting (median over the scrapes). Sent at
+random, four requests waiting on two replicas split 3:1 or 4:0 five times in eight: 0.75 is no evidence."""
 
 MIN_SCRAPES = 3
 """The diagnosis is sure of a gauge only at a step whose steady window held this many scrapes of the server's metrics

@@ -1,11 +1,10 @@
 """Capacity analysis of one model's steps: knees, saturation, SLA capacity, the server's own evidence, cost. Pure.
 
 In increasing load: the latency knee (:mod:`locust_llm.measure.knee`) of TTFT, ITL and E2E p99; throughput
-saturation, the lowest step at 85 % of the peak that no later step beats by 15 % (never the last; in open loop, the
-last rate kept up with); the SLA capacity, interpolated to the crossing; the provider cap (over 1 % HTTP 429); the
-first step with a sustained server queue, and the first over the error budget (:mod:`locust_llm.measure.evidence`);
-the recommendation, the lowest load every limit allows, and the highest load each answer rests on (its steps up to
-there decide it, the others cannot). Each rule in full: docs/methodology.md, "The capacity analysis".
+saturation (85 % of the peak, never beaten by 15 %); the SLA capacity, interpolated; the provider cap (over 1 % HTTP
+429); the first sustained server queue and the first step over the error budget (:mod:`locust_llm.measure.evidence`);
+the recommendation, the lowest load every limit allows, and the highest load each answer rests on. Each rule in full:
+docs/methodology.md, "The capacity analysis".
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Why the capacity is where it is: the wall, from one model's per-step rows and their analysis. Pure.
 
 It reads the step the recommendation allows (``B``) and the first past it (``W``), each gauge as its median, and names
-the first wall that fits: ``generator`` (a step up to ``W`` invalid for the generator), ``provider_cap`` (429s over
-``CAP_SHARE``, or nothing left of a stated cap), then at ``W``: ``kv_cache`` (a queue with KV usage at ``KV_FULL``, or
-rising preemptions), ``batch_limit`` (a queue with KV usage below it, or, without a KV gauge, a running count flat
-from ``B``), ``batch_decode`` (no queue, more running, ITL up ``ITL_RISE``); else ``unknown``; no wall where no limit
-was reached. Confidence is high only for a bend between tested steps, ``MIN_SCRAPES`` scrapes at both, and each gauge
-past its threshold by a margin. docs/methodology.md, "The diagnosis".
+the first wall that fits: ``generator``, ``provider_cap``, then from a queue at ``W``: ``unbalanced_router``,
+``kv_cache``, ``batch_limit``; without one ``batch_decode``; else ``unknown``; no wall where no limit was reached.
+Confidence is high only for a bend between tested steps, ``MIN_SCRAPES`` scrapes at both, and each gauge past its
+threshold by a margin. Each rule: docs/methodology.md, "The diagnosis".
 """
 
 from __future__ import annotations
@@ -15,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from locust_llm.measure.evidence import server_queue
-from locust_llm.measure.thresholds import CAP_SHARE, ITL_RISE, KV_FULL, MIN_SCRAPES, QUEUE, QUEUE_SHARE
+from locust_llm.measure.thresholds import CAP_SHARE, ITL_RISE, KV_FULL, MIN_SCRAPES, QUEUE, QUEUE_SHARE, UNBALANCED
 
 __all__ = ["WALLS", "diagnose"]
 
@@ -23,6 +21,7 @@ WALLS = {
     "kv_cache": "KV-cache memory",
     "batch_limit": "the server's limit on running requests",
     "batch_decode": "decode slowing as the batch grows",
+    "unbalanced_router": "a router that sends unevenly: one replica queues while others have room",
     "provider_cap": "the provider's rate limit (HTTP 429)",
     "generator": "the load generator, not the server",
     "unknown": "not sure",
@@ -119,6 +118,9 @@ def _server_wall(before: Mapping[str, Any] | None, wall_row: Mapping[str, Any], 
         text = f"{waiting:g} requests waiting and {running or 0:g} running at {at} ({waiting_before or 0:g} at {was})"
         margin = (waiting or 0.0) >= 2 * max(QUEUE, QUEUE_SHARE * (running or 0.0))
         confidence = "high" if sure and margin else "low"
+        unbalanced = _unbalanced(wall_row)
+        if unbalanced:
+            return _result("unbalanced_router", [text, unbalanced], confidence)
         if (kv is not None and kv >= KV_FULL) or preempted:
             evidence = [text, *([f"KV usage {kv:.2f}"] if kv is not None else []), _preemptions(wall_row, preempted)]
             return _result("kv_cache", [e for e in evidence if e], confidence)
@@ -142,6 +144,25 @@ def _server_wall(before: Mapping[str, Any] | None, wall_row: Mapping[str, Any], 
         margin = itl >= (1 + 2 * ITL_RISE) * itl_before
         return _result("batch_decode", evidence, "high" if sure and margin else "low")
     return _result("unknown", [f"no queue and no slower decode at {at}", itl_note], "low")
+
+
+def _unbalanced(row: Mapping[str, Any]) -> str:
+    """The evidence of a router that sends unevenly (module docstring), or ``""``."""
+    replicas, busiest = _f(row, "server_replicas"), _f(row, "server_busiest_share_p50")
+    if not replicas or replicas < 2 or busiest is None or busiest <= UNBALANCED:
+        return ""
+    kv, median = _f(row, "server_kv_usage_p50"), _f(row, "server_kv_usage_median_p50")
+    if median is not None and median >= KV_FULL:
+        return ""  # the median replica is full too: the fleet is
+    room = (
+        f"KV usage {kv:.2f} on the fullest replica, {median:.2f} on the median"
+        if kv is not None and median is not None
+        else "the others without a queue"
+    )
+    return (
+        f"{busiest:.0%} of the waiting on one of {replicas:g} replicas ({room}): the router sends unevenly, "
+        "the fleet is not full"
+    )
 
 
 def _flat(before: float, after: float) -> bool:

@@ -1,10 +1,9 @@
 """``summary.json`` (schema ``locust-llm/summary``, version 1): the capacity analysis of a loaded run. Pure.
 
-The summary holds the run's settings (never the key), validity and reasons, the SLA, error budget and prices, the
-primary model's ``knee`` (every limit, the recommendation and what bound it, how sure the knee is), the steps each
-answer rests on, the diagnosis, each model's analysis, the steps (with ``--repeats``, merged per load), the steps'
-histograms for the gate, and a search's record. Only the steps an answer rests on make a run invalid (a search's:
-those that decided a probe). Its fields: docs/methodology.md, "summary.json"; its printed form: ``reports.console``.
+The run's settings (never the key), validity, the SLA, the primary model's ``knee`` (every limit, the recommendation,
+what bound it, how sure), the steps each answer rests on, the diagnosis, each model's analysis, the steps and their
+histograms, a search's record. Only the steps an answer rests on make a run invalid. Its fields:
+docs/methodology.md, "summary.json"; its printed form: ``reports.console``.
 """
 
 from __future__ import annotations

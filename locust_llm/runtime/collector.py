@@ -16,6 +16,7 @@ from typing import Any
 
 import gevent
 
+from locust_llm.measure.fleet import ServerScrape
 from locust_llm.measure.health import StepHealth, Validity, invalid_reasons
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.rows import RouteBook, StepRow, StepWindow, WorkerRow, step_row, step_rows
@@ -165,10 +166,10 @@ class Collector:
         if not self.closed:
             self.table.bump(name, model, n, at_ns, self.timeline.locate)
 
-    def record_server(self, model: str, gauges: dict[str, float], preempted: int, t_ns: int) -> None:
-        """A scrape of the server's metrics (:mod:`locust_llm.runtime.server_scraper`)."""
+    def record_server(self, model: str, scrape: ServerScrape, t_ns: int) -> None:
+        """A round of scrapes of the server's metrics (:mod:`locust_llm.runtime.server_scraper`)."""
         if not self.closed:
-            self.table.add_server(model, gauges, preempted, t_ns, self.timeline.locate)
+            self.table.add_server(model, scrape, t_ns, self.timeline.locate)
 
     def record_arrival(self, model: str, in_flight: int, dropped: bool, t_ns: int) -> None:
         if not self.closed:

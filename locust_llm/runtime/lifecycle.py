@@ -52,7 +52,11 @@ def begin_run(run: LLMRun) -> str | None:
     if message is None:
         config = run.require_config()
         urls = metrics_urls(config.server_metrics, run.environment.host)
-        run.scraper.start(urls, config.server_metrics_interval_s, auto=config.server_metrics == ("auto",))
+        prefix = outputs.csv_prefix(run)
+        path = Path(f"{prefix}_llm_server_metrics.csv") if prefix else None
+        run.scraper.start(
+            urls, config.server_metrics_interval_s, auto=config.server_metrics == ("auto",), csv_path=path
+        )
     return message
 
 

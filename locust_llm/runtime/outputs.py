@@ -34,7 +34,6 @@ from locust_llm.reports.files import (
 )
 from locust_llm.reports.verdict import EXIT_INPUT
 from locust_llm.runtime.run import LLMRun
-from locust_llm.runtime.server_scraper import CSV_COLUMNS as SERVER_COLUMNS
 
 __all__ = ["CSV_REFRESH_S", "SUMMARY_LOG_PREFIX", "csv_prefix", "finish", "print_results", "rows", "start_refresh"]
 
@@ -79,9 +78,6 @@ def write_csvs(run: LLMRun) -> None:
         write_csv(turns_csv_path(prefix), TURN_COLUMNS, turn_rows(table, windows))
     if run.role == "master":
         write_csv(workers_csv_path(prefix), WORKER_COLUMNS, run.collector.worker_rows())
-    if run.scraper.rows:
-        rows_ = [dict(zip(SERVER_COLUMNS, r, strict=True)) for r in run.scraper.rows]
-        write_csv(Path(f"{prefix}_llm_server_metrics.csv"), SERVER_COLUMNS, rows_)
 
 
 def start_refresh(run: LLMRun) -> None:

@@ -68,7 +68,7 @@ class LLMRun:
         self.search: dict[str, Any] | None = None  # --search: its record so far (see locust_llm.runtime.search_driver)
         self.contract_broken: list[str] = []
         self.progress = Progress(self.rows_now, self.collector.settled)
-        self.scraper = ServerScraper(self.collector, lambda: self.model, lambda: self.require_config().tls.context())
+        self.scraper = ServerScraper(self.collector, lambda: self.model, lambda: self.require_config().tls)
         if self.role != "worker":
             self.collector.after_sample = self.progress.poll
         """What the fast path assumes and no longer holds (:func:`locust_llm.runtime.contract.check`, at init)."""

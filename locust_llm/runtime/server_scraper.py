@@ -1,22 +1,29 @@
-"""Scrapes the server's Prometheus metrics on the master (or the single process), every interval, outside the
-users' connections, with its own timeout. Each round's gauges are filed on the run's timeline under its model; every
-sample is kept for ``{prefix}_llm_server_metrics.csv``. A failed scrape is counted, never fatal; with ``auto`` a first
-scrape with no Prometheus text is said once and not repeated.
+"""Scrapes the server's Prometheus metrics on the master (or the single process) every interval, through a child
+process (``runtime.metrics_fetch``). Each round's replicas are filed on the timeline under the run's model
+(``measure.fleet``); samples are appended to ``{prefix}_llm_server_metrics.csv`` as they come, none kept in memory.
+A failed scrape is counted, never fatal; with ``auto``, no Prometheus text at the start is said once.
 """
 
 from __future__ import annotations
 
+import csv
+import dataclasses
+import json
 import logging
-import ssl
+import subprocess
+import sys
 import time
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Any
 
 import gevent
 
-from locust_llm.protocol.server_metrics import Sample, ScrapeError, gauges, parse
+from locust_llm.config.tls import TlsSettings
+from locust_llm.measure.fleet import ServerScrape
+from locust_llm.protocol.server_metrics import Sample, gauges
+from locust_llm.runtime.metrics_fetch import MAX_BYTES
 
 if TYPE_CHECKING:
     from locust_llm.runtime.collector import Collector
@@ -25,8 +32,10 @@ __all__ = ["CSV_COLUMNS", "ServerScraper", "metrics_urls"]
 
 logger = logging.getLogger("locust_llm")
 
-CSV_COLUMNS = ("t_s", "step", "phase", "url", "name", "gauge", "labels", "value")
+CSV_COLUMNS = ("t_s", "step", "phase", "url", "replica", "name", "gauge", "labels", "value")
 MAX_TIMEOUT_S = 2.0
+CHILD_GRACE_S = 10.0
+"""How long past its deadline a round may take (the child's parse) before the child is taken for stuck and restarted."""
 
 
 def metrics_urls(setting: tuple[str, ...], host: str | None) -> tuple[str, ...]:
@@ -40,20 +49,23 @@ def metrics_urls(setting: tuple[str, ...], host: str | None) -> tuple[str, ...]:
 
 
 class ServerScraper:
-    """One run's scrapes (:meth:`start`, :meth:`stop`); ``rows`` for the CSV, ``failures`` counted."""
+    """One run's scrapes (:meth:`start`, :meth:`stop`); ``written`` samples, ``failures`` counted."""
 
-    def __init__(
-        self, collector: Collector, model: Callable[[], str], tls: Callable[[], ssl.SSLContext | None]
-    ) -> None:
+    def __init__(self, collector: Collector, model: Callable[[], str], tls: Callable[[], TlsSettings | None]) -> None:
         self.collector, self.model, self.tls = collector, model, tls
-        self.rows: list[tuple[Any, ...]] = []
-        self.failures = 0
+        self.written = self.failures = 0
         self._greenlet: gevent.Greenlet | None = None
+        self._child: subprocess.Popen[bytes] | None = None
+        self._csv_path: Path | None = None
+        self._csv: IO[str] | None = None
         self._last_preemptions: dict[str, float] = {}
+        self._cut_said: set[str] = set()
 
-    def start(self, urls: tuple[str, ...], interval_s: float, auto: bool) -> None:
+    def start(self, urls: tuple[str, ...], interval_s: float, auto: bool, csv_path: Path | None = None) -> None:
+        """Scrape ``urls`` every ``interval_s``; samples to ``csv_path`` (rewritten, made at the first sample)."""
         self.stop()
-        self.rows, self.failures, self._last_preemptions = [], 0, {}
+        self.written, self.failures, self._last_preemptions, self._cut_said = 0, 0, {}, set()
+        self._csv_path = csv_path
         if urls:
             self._greenlet = gevent.spawn(self._loop, urls, interval_s, auto)
 
@@ -61,6 +73,19 @@ class ServerScraper:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
+        if self._csv is not None:
+            self._csv.close()
+            self._csv = None
+        self._end_child()
+
+    def _end_child(self) -> None:
+        child, self._child = self._child, None
+        if child is not None:
+            child.kill()
+            child.wait()
+            for pipe in (child.stdin, child.stdout):
+                if pipe is not None:
+                    pipe.close()
 
     def _loop(self, urls: tuple[str, ...], interval_s: float, auto: bool) -> None:
         timeout_s = min(interval_s, MAX_TIMEOUT_S)
@@ -73,51 +98,90 @@ class ServerScraper:
                     "locust-llm: no server metrics: %s gave no Prometheus text (--server-metrics URL names another)",
                     urls[0],
                 )
+                self._end_child()
                 return
             first = False
             gevent.sleep(max(0.0, interval_s - (time.monotonic() - started)))
 
     def scrape_once(self, urls: tuple[str, ...], timeout_s: float, quiet: bool = True) -> bool:
-        """One round over ``urls``; whether any answered with Prometheus text."""
-        collector = self.collector
-        model = self.model()
-        answered: list[Sample] = []
+        """One round over ``urls`` and their replicas; whether any answered with Prometheus text."""
+        collector, model = self.collector, self.model()
+        now_ns = time.perf_counter_ns()
+        answers = self._fetch(urls, timeout_s)
+        replicas: list[dict[str, float]] = []
         preempted = 0
-        for url in urls:
-            now_ns = time.perf_counter_ns()
-            try:
-                samples = self._read(url, timeout_s)
-            except (OSError, ScrapeError, ValueError) as exc:
+        for answer in answers:
+            url, replica = answer["url"], answer["replica"]
+            if "error" in answer:
                 self.failures += 1
                 collector.count("server_scrape_failures", model, 1, now_ns)
                 if not quiet:
-                    logger.warning("locust-llm: could not read the server's metrics at %s: %s", url, exc)
+                    logger.warning(
+                        "locust-llm: could not read the server's metrics at %s: %s", replica, answer["error"]
+                    )
                 continue
-            answered += samples
-            self._keep(url, samples, now_ns)
-            total = gauges(samples, model).get("preemptions")  # a counter per server: its rise since the last round
+            if answer.get("cut") and url not in self._cut_said:
+                self._cut_said.add(url)
+                logger.warning(
+                    "locust-llm: the metrics at %s are over %d MiB: the first %d MiB read, the rest dropped",
+                    url, MAX_BYTES >> 20, MAX_BYTES >> 20,
+                )  # fmt: skip
+            samples = [Sample(*s) for s in answer["samples"]]
+            self._keep(url, replica, samples, now_ns)
+            found = gauges(samples, model)
+            total = found.pop("preemptions", None)  # a counter per replica: its rise since the last round
             if total is not None:
-                last = self._last_preemptions.get(url)
-                self._last_preemptions[url] = total
+                last = self._last_preemptions.get(replica)
+                self._last_preemptions[replica] = total
                 preempted += 0 if last is None else max(0, round(total - last))
-        if answered:  # several servers together by the same rule as one's engines: KV the fullest, the rest summed
-            combined = {k: v for k, v in gauges(answered, model).items() if k != "preemptions"}
-            collector.record_server(model, combined, preempted, time.perf_counter_ns())
-        return bool(answered)
+            replicas.append(found)
+        if replicas:
+            collector.record_server(model, ServerScrape(tuple(replicas), preempted), now_ns)  # the round's start
+        return bool(replicas)
 
-    def _read(self, url: str, timeout_s: float) -> list[Sample]:
-        opener = urllib.request.build_opener(
-            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=self.tls())
-        )
-        with opener.open(url, timeout=timeout_s) as response:
-            samples = parse(response.read(4 << 20).decode("utf-8", "replace"))
-        if not samples:
-            raise ScrapeError("no metric in the answer")
-        return samples
+    def _fetch(self, urls: tuple[str, ...], timeout_s: float) -> list[dict[str, Any]]:
+        """The child's answers for one round; a child that fails or hangs is restarted, the round failed."""
+        tls = self.tls()
+        request = {"urls": list(urls), "timeout_s": timeout_s, "tls": dataclasses.asdict(tls) if tls else None}
+        try:
+            child = self._spawn()
+            assert child.stdin is not None and child.stdout is not None
+            child.stdin.write(json.dumps(request).encode() + b"\n")
+            child.stdin.flush()
+            with gevent.Timeout(timeout_s + CHILD_GRACE_S):
+                line = child.stdout.readline()
+            answers: list[dict[str, Any]] = json.loads(line)
+            return answers
+        except (OSError, ValueError, gevent.Timeout) as exc:
+            self._end_child()
+            why = "no answer in time" if isinstance(exc, gevent.Timeout) else str(exc) or type(exc).__name__
+            return [{"url": url, "replica": url, "error": f"the metrics reader failed: {why}"} for url in urls]
 
-    def _keep(self, url: str, samples: list[Sample], now_ns: int) -> None:
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        if self._child is None or self._child.poll() is not None:
+            self._child = subprocess.Popen(
+                [sys.executable, "-m", "locust_llm.runtime.metrics_fetch"],
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+        return self._child
+
+    def _keep(self, url: str, replica: str, samples: list[Sample], now_ns: int) -> None:
+        if self._csv_path is None:
+            return
         collector = self.collector
         began = collector.began_ns or now_ns
         step, phase = collector.timeline.locate(now_ns)
         t_s = round((now_ns - began) / 1e9, 3)
-        self.rows += [(t_s, step, phase, url, s.name, s.gauge, s.labels, s.value) for s in samples]
+        try:
+            if self._csv is None:
+                self._csv_path.parent.mkdir(parents=True, exist_ok=True)
+                self._csv = open(self._csv_path, "w", newline="")  # noqa: SIM115 (open across rounds, closed at stop)
+                csv.writer(self._csv).writerow(CSV_COLUMNS)
+            rows = ((t_s, step, phase, url, replica, s.name, s.gauge, s.labels, s.value) for s in samples)
+            csv.writer(self._csv).writerows(rows)
+            self._csv.flush()
+        except OSError as exc:
+            logger.warning("locust-llm: could not write %s: %s; the server's samples are not kept", self._csv_path, exc)
+            self._csv_path = None
+            return
+        self.written += len(samples)

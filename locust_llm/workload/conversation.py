@@ -1,11 +1,9 @@
 """Conversations (``--turns``): each user holds one at a time, and each turn resends the whole history. Pure.
 
-A conversation's file prompt, length (``--turns N`` or ``MIN:MAX``, capped by the file's; ``auto``: the file's own,
-else one) and history (``--system-prompt``, then the file's leading messages) are drawn when it starts. Turn ``k``
-sends ``history + [user message k]`` (``--conversation-state server``: the new message and the last answer's
-id), and the answer's exact text joins the history; an answer that called tools is followed by a turn that sends
-their results back. Only the first message is salted. A failed turn, or one that
-would pass ``--max-context-tokens``, ends the conversation.
+A conversation's prompt, length (``--turns N`` or ``MIN:MAX``) and history are drawn when it starts. Turn ``k``
+sends ``history + [user message k]`` (``--conversation-state server``: the new message and the last answer's id);
+the answer's exact text joins the history; an answer that called tools is followed by their results. Only the first
+message is salted. A failed turn, or one past ``--max-context-tokens``, ends the conversation.
 """
 
 from __future__ import annotations

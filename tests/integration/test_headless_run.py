@@ -133,3 +133,21 @@ def test_notebook_api_reads_the_runs_csv_with_proper_dtypes(sweep):
     assert (steps["ttft_p50_ms"] > 0).all() and int(steps["requests"].sum()) > 10
     same = load_steps(out / "run_llm_steps.csv")
     assert same.equals(steps)
+
+
+def test_hostile_metrics_endpoints_are_counted_and_disturb_nothing(sweeps):
+    """The fast path's sweep scraped five hostile endpoints at once every second (tests/support/light_runs.py:
+    a hang, a drip, garbage, 32 MiB of gauges, 500 and 200 in turn): its timings are the truth's
+    (test_per_step_numbers_match_the_simulator_truth), each step counts the failed scrapes, the huge answer was cut
+    with one warning, and what answered was written with its replica."""
+    proc, out = sweeps["auto"]
+    rows = read_csv(out / "run_llm_steps.csv")
+    for row in rows:  # hang, drip, garbage and every other flap fail in each round (rounds of 1 s or more)
+        assert int(row["server_scrapes"]) >= 1 and row["server_replicas"] in ("1", "2"), row
+        assert int(row["server_scrape_failures"]) >= 3 * int(row["server_scrapes"]), row
+    cut = logged(proc, "are over 2 MiB: the first 2 MiB read, the rest dropped")
+    assert len(cut) == 1 and "/huge" in cut[0], cut
+    samples = read_csv(out / "run_llm_server_metrics.csv")
+    assert {s["name"] for s in samples} >= {"filler", "vllm:num_requests_running"}
+    paths = {s["url"].rsplit("/", 1)[1] for s in samples}
+    assert len({s["replica"] for s in samples}) == 1 and paths == {"huge", "flap"}

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
-OVERLAYS = ("smoke", "capacity", "nightly")
+OVERLAYS = ("smoke", "capacity", "nightly", "fleet")
 
 
 def kubectl() -> str:

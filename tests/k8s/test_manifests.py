@@ -125,6 +125,8 @@ def test_the_capacity_fleet_is_sized_by_one_number(tmp_path):
 def test_services_select_the_master_pod(rendered, overlay):
     docs = rendered[overlay]
     for service in of_kind(docs, "Service"):
+        if service["metadata"]["name"] == "vllm-pods":
+            continue  # the server's own headless Service (test_server_metrics_name_a_headless_service)
         selector = dict(service["spec"]["selector"])
         matched = []
         for name, template in pods(docs):
@@ -224,3 +226,21 @@ def test_nightly_script_is_valid_shell_and_runs_master_and_worker():
     assert subprocess.run(["sh", "-n", "-c", script]).returncode == 0
     assert "--master" in script and "--worker" in script and "JOB_COMPLETION_INDEX" in script
     assert shlex.split(script.split("--master-host=")[1])[0] == "locust-llm-nightly-master"
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_server_metrics_name_a_headless_service(rendered, overlay):
+    """A ``dns+http://NAME:PORT`` --server-metrics names a headless Service the overlay renders, at its port: the name
+    resolves to one A record per ready pod only when ``clusterIP`` is None."""
+    docs = rendered[overlay]
+    (master,) = [c for _, _, c in containers(docs) if is_master(c)]
+    setting = settings_of(docs, master).get("LOCUST_LLM_SERVER_METRICS", "auto")
+    match = re.fullmatch(r"dns\+https?://([^.:/]+)\.([^.:/]+)\.svc\.cluster\.local:(\d+)/metrics", setting)
+    if overlay != "fleet":
+        assert not setting.startswith("dns+"), setting
+        return
+    assert match, setting
+    name, namespace, port = match.groups()
+    (service,) = [s for s in of_kind(docs, "Service") if s["metadata"]["name"] == name]
+    assert service["metadata"]["namespace"] == namespace and service["spec"]["clusterIP"] == "None"
+    assert int(port) in {p["port"] for p in service["spec"]["ports"]}

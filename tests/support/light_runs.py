@@ -1,7 +1,8 @@
 """The light end-to-end runs that several test modules read (the headless sweep on both paths and with the defaults,
 the report's baseline, a plain locustfile's run, a run given a bad baseline, the browser's report), made once, at the
 same time (:func:`make_all`, behind the session fixture ``light_runs`` of tests/integration/conftest.py). Each is a
-few users against a simulator of its own, so together they fit two cores."""
+few users against a simulator of its own, so together they fit two cores. The fast path's sweep also scrapes every
+kind of hostile metrics endpoint (tests/support/hostile_metrics.py): its timings must still be the truth's."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from tests.support.procs import ROOT, at_once, clean_env, run_locust, sim
+from tests.support.procs import ROOT, at_once, clean_env, run_locust, server, sim
 
 TTFT_MS, ITL_MS, MAX_TOKENS = 150.0, 10.0, 16
 """The headless sweep's pacing simulator: every TTFT 150 ms, every gap 10 ms, 16 tokens an answer."""
@@ -98,14 +99,24 @@ def _kept(job: Any) -> Any:
         return exc
 
 
+HOSTILE = ("hang", "drip", "garbage", "huge", "flap")
+"""The hostile metrics endpoints the fast path's sweep scrapes, all at once (``--server-metrics``)."""
+
+
 def make_all(tmp_path_factory: Any) -> Runs:
     """Every run above at once, each in a directory of its own."""
 
     def folder(name: str) -> Path:
         return Path(tmp_path_factory.mktemp(name))
 
+    with server(sys.executable, "-m", "tests.support.hostile_metrics") as hostile:
+        metrics = ",".join(f"{hostile}/{path}" for path in HOSTILE)
+        return _make_all(folder, ("--server-metrics", metrics))
+
+
+def _make_all(folder: Any, hostile: tuple[str, ...]) -> Runs:
     jobs = {
-        "sweep-auto": partial(sweep, folder("sweep-auto"), "auto"),
+        "sweep-auto": partial(sweep, folder("sweep-auto"), "auto", *hostile),
         "sweep-off": partial(sweep, folder("sweep-off"), "off", "--locust-stats", "on"),
         "readme": partial(readme_run, folder("readme")),
         "baseline": partial(baseline_run, folder("baseline")),

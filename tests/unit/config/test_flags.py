@@ -60,7 +60,8 @@ def test_durations(text, seconds):
         ({"sim_args": "--capacity 'x"}, "--sim-args cannot be split"),
         (
             {"server_metrics": "vllm:8000/metrics"},
-            "--server-metrics must be auto, off or http(s):// URLs separated by commas, got 'vllm:8000/metrics'",
+            "--server-metrics must be auto, off or http(s):// or dns+http(s)://NAME:PORT/metrics URLs separated by "
+            "commas, got 'vllm:8000/metrics'",
         ),
         ({"locust_stats": "loud"}, "--locust-stats must be one of auto, on, off, got 'loud'"),
     ],
@@ -78,6 +79,7 @@ def test_bad_values_give_one_line_errors_naming_flag_value_and_allowed(overrides
         ("auto", ("auto",)),
         ("OFF", ()),
         ("http://a:8000/metrics, https://b/metrics", ("http://a:8000/metrics", "https://b/metrics")),
+        ("dns+http://vllm.ns.svc:8000/metrics", ("dns+http://vllm.ns.svc:8000/metrics",)),
     ],
 )
 def test_server_metrics_take_auto_off_or_urls(text, urls):

@@ -99,6 +99,17 @@ def test_a_huge_scrape_is_capped():
     assert len(parse(text)) == MAX_SAMPLES
 
 
+def test_known_families_after_thousands_of_others_are_kept_and_the_others_cut_before_parsing():
+    """A server with many families (44,000 filler gauges, then vLLM's): its known gauges and its info samples are all
+    read, whatever comes before them; of the others the first MAX_SAMPLES are considered, so the parse stays small."""
+    filler = "# TYPE filler gauge\n" + "".join(f'filler{{i="{i}"}} 1\n' for i in range(44_000))
+    info = 'vllm:cache_config_info{block_size="16",num_gpu_blocks="2000"} 1\n'
+    samples = parse(filler + VLLM + info)
+    alone = gauges(parse(VLLM), "meta-llama/Llama-3.1-8B-Instruct")
+    assert gauges(samples, "meta-llama/Llama-3.1-8B-Instruct") == alone and len(alone) == 4
+    assert "vllm:cache_config_info" in {s.name for s in samples} and len(samples) == MAX_SAMPLES
+
+
 def test_the_providers_caps_are_read_from_the_answers_head():
     from locust_llm.protocol.metrics import ratelimit_headers
 

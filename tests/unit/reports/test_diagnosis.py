@@ -136,3 +136,36 @@ def test_nothing_left_of_a_stated_cap_is_the_provider_cap_without_a_single_429()
     ]
     steps[2].update(ratelimit_remaining_requests_min=3)
     assert diagnose(steps, at(32))["wall"] == "unknown"
+
+
+def replicas(row, n, busiest, kv_median):
+    row.update(server_replicas=n, server_busiest_share_p50=busiest, server_kv_usage_median_p50=kv_median)
+    return row
+
+
+def test_a_queue_on_one_of_several_replicas_with_room_on_the_rest_is_an_unbalanced_router():
+    """KV full on 1 of 4 replicas and the queue on that one: the router, not a full fleet."""
+    steps = [
+        replicas(step(16, kv=0.5, running=16, waiting=0), 4, None, 0.1),
+        replicas(step(32, kv=0.97, running=20, waiting=12), 4, 1.0, 0.2),
+    ]
+    d = diagnose(steps, at(16))
+    assert d["wall"] == "unbalanced_router" and d["confidence"] == "high"
+    assert (
+        "100% of the waiting on one of 4 replicas (KV usage 0.97 on the fullest replica, 0.20 on the median)"
+        in (d["sentence"])
+    )
+
+
+def test_a_queue_spread_over_the_replicas_or_a_full_median_is_the_fleets_own_wall():
+    balanced = replicas(step(32, kv=0.97, running=20, waiting=12), 4, 0.3, 0.95)
+    assert diagnose([step(16, kv=0.5, running=16, waiting=0), balanced], at(16))["wall"] == "kv_cache"
+    # all of the waiting on one replica, but every replica's cache is full: the fleet is full, the router is not it
+    full = replicas(step(32, kv=0.97, running=20, waiting=12), 4, 1.0, 0.95)
+    assert diagnose([step(16, kv=0.5, running=16, waiting=0), full], at(16))["wall"] == "kv_cache"
+    # a 3:1 split of four waiting on two replicas is chance (UNBALANCED): not the router
+    even = replicas(step(32, kv=0.97, running=20, waiting=12), 2, 0.75, 0.5)
+    assert diagnose([step(16, kv=0.5, running=16, waiting=0), even], at(16))["wall"] == "kv_cache"
+    # one replica (or none said): the rule does not apply
+    one = replicas(step(32, kv=0.97, running=20, waiting=12), 1, 1.0, 0.97)
+    assert diagnose([step(16, kv=0.5, running=16, waiting=0), one], at(16))["wall"] == "kv_cache"
