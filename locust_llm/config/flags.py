@@ -194,7 +194,7 @@ REPORT_FLAGS: tuple[Flag, ...] = (
 
 _GATE = Thresholds()  # the gate's defaults, defined once there
 
-GATE_FLAGS: tuple[Flag, ...] = tuple(
+_GATE_NUMBERS: tuple[Flag, ...] = tuple(
     Flag(name, f"{default:g}", f"Regression gate: {text}", _env(name), parse_number, "gate", web_ui=False)
     for name, default, text in (
         ("--max-knee-drop-steps", _GATE.knee_drop_steps, "allowed fall of the knee, in steps."),
@@ -220,6 +220,18 @@ GATE_FLAGS: tuple[Flag, ...] = tuple(
             "two-proportion test; 0.5 to 0.9999).",
         ),
     )
+)
+GATE_FLAGS: tuple[Flag, ...] = (
+    *_GATE_NUMBERS,
+    Flag(
+        "--gate-require-same-target",
+        None,
+        "Regression gate: a changed target (model, engine version, KV size, slots, replicas) is exit 2, not judged.",
+        "LOCUST_LLM_GATE_REQUIRE_SAME_TARGET",
+        group="gate",
+        web_ui=False,
+        switch=True,
+    ),
 )
 """Thresholds of the regression gate (``--baseline`` on a run, ``locust-llm report``, ``locust-llm compare``)."""
 

@@ -414,6 +414,7 @@ def thresholds_from(v: Values) -> Thresholds:
         throughput_drop_pct=v["max_throughput_drop_pct"],
         knee_p99_factor=v["max_knee_p99_factor"],
         share_confidence=confidence,
+        require_same_target=bool(v["gate_require_same_target"]),
     )
 
 

@@ -1,11 +1,11 @@
 """Validity of a step: the rules that decide whether its numbers can be trusted. Pure.
 
 A step is invalid, with one reason per rule that fires, when during it: (1) a generator process used more than
-``max_cpu_pct`` of a core; (2) a worker was lost; (3) a model's scheduling-lag p99, or the generator loop's stall p99
-(time-weighted, ``runtime.stall``), exceeded ``max_lag_ms``; (4) its steady window holds fewer than ``min_requests``
-completed requests; (5) the E2E p50 exceeds ``max_e2e_share`` of the window; (6) its warm-up was shorter than the
-previous step's E2E p90; (7) the run was stopped. Rules 4-6 are met by steps at least :func:`needed_step_s` long; an
-open-loop step whose backlog grew (:func:`backlog_grows`) is exempt. docs/methodology.md, "When a step is invalid"."""
+``max_cpu_pct`` of a core; (2) a worker was lost; (3) a scheduling-lag or loop-stall p99 exceeded ``max_lag_ms``;
+(4) its steady window holds fewer than ``min_requests`` completed requests; (5) the E2E p50 exceeds
+``max_e2e_share`` of the window; (6) its warm-up was shorter than the previous step's E2E p90; (7) the run was
+stopped. docs/methodology.md, "When a step is invalid".
+"""
 
 from __future__ import annotations
 

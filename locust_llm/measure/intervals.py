@@ -1,10 +1,8 @@
 """Distribution-free confidence intervals of a quantile, from the order statistics of a histogram. Pure.
 
-For the q-quantile of ``n`` samples the interval is ``[X_(l), X_(u)]``, the samples of ranks ``l < u`` with
-``P(l <= B < u) >= 1 - alpha`` for ``B ~ Binomial(n, q)``: ``l`` the largest rank with ``P(B < l) <= alpha / 2``, ``u``
-the smallest with ``P(B >= u) <= alpha / 2``; an end past the sample is open (``None``). From a histogram each end
-is its bucket's outer bound (clamped to the samples' extremes): at most one bucket wider. docs/methodology.md,
-"Intervals".
+For the q-quantile of ``n`` samples the interval is ``[X_(l), X_(u)]``, the ranks ``l < u`` with
+``P(l <= B < u) >= 1 - alpha`` for ``B ~ Binomial(n, q)``; an end past the sample is open (``None``). From a
+histogram each end is its bucket's outer bound: at most one bucket wider. docs/methodology.md, "Intervals".
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """From merged per-step statistics to the rows of ``{prefix}_llm_steps.csv`` (:class:`StepRow`). Pure.
 
 Over a step's steady window of ``D`` seconds: ``req_s = requests / D``; ``output_tok_s = completion_tokens / D``;
-``goodput_req_s = client_good / D``; ``cost_usd = ((prompt - cached) * price_in + cached * price_cached_in +
-completion * price_out) / 1e6``; ``cache_hit_share = cached_prompt_tokens / prompt_tokens``; ``output_tokens_ratio =
-got / asked`` over successful requests' ``max_tokens``; percentiles nearest-rank, in milliseconds. In open loop
-``served_req_s = client_ok / D`` and ``users`` is the in-flight p99.
-Every column: docs/methodology.md, "The per-step rows".
+``goodput_req_s = client_good / D``; ``cost_usd`` from the prices; percentiles nearest-rank, in milliseconds. In open
+loop ``served_req_s = client_ok / D`` and ``users`` is the in-flight p99. Every column: docs/methodology.md, "The
+per-step rows".
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Service-level objectives and prices: what "good enough" and "how much" mean for a run. Pure.
 
-A step meets the SLA when each given limit holds: client-perceived TTFT and E2E p99 (from each client request's
-intended start, waits and retries included), ITL p99, and the client error rate ``1 - client_ok /
-client_requests`` (1 % by default once any latency limit is set). A client request is *good* (goodput) when it
-succeeded within every latency limit, its ITL judged by the p99 of its final attempt's gaps.
+A step meets the SLA when each given limit holds: client-perceived TTFT and E2E p99, ITL p99, and the client error
+rate (1 % by default once any latency limit is set). A client request is *good* (goodput) when it succeeded within
+every latency limit, its ITL judged by the p99 of its final attempt's gaps.
 """
 
 from __future__ import annotations

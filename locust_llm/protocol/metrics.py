@@ -1,8 +1,7 @@
 """What one request measured (:class:`RequestResult`), how it ended (:class:`Outcome`), and its derived metrics. Pure.
 
 All times are integer nanoseconds of ``time.perf_counter_ns()`` in one process: ``TTFT = token_ns[0] - sent_ns``;
-``TTFA = answer_ns - sent_ns`` (the first answer token, after any reasoning); ``ITL`` every gap ``token_ns[i] -
-token_ns[i - 1]``; ``E2E = end_ns - sent_ns``; ``TPOT = (E2E - TTFT) / (completion_tokens - 1)``; the scheduling lag
+``TTFA`` to the first answer token; ``ITL`` every gap; ``E2E = end_ns - sent_ns``; the scheduling lag
 ``sent_ns - intended_ns`` (a busy generator's delay, which TTFT from the actual send would hide).
 """
 

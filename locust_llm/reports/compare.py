@@ -22,6 +22,7 @@ from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.intervals import Ranks, quantile_interval
 from locust_llm.measure.rows import series
 from locust_llm.reports.summary import by_load
+from locust_llm.reports.target import changes
 
 __all__ = [
     "Comparison",
@@ -67,6 +68,8 @@ class Thresholds:
     share_confidence: float = 0.99
     """The confidence of the run's statistical checks as one family (``--gate-confidence``): Holm's step-down at
     ``1 - share_confidence`` (:func:`holm`)."""
+    require_same_target: bool = False
+    """``--gate-require-same-target``: a changed target (``reports.target.changes``) is an input error, not judged."""
 
 
 @dataclass
@@ -84,6 +87,7 @@ class Check:
 @dataclass
 class Comparison:
     checks: list[Check] = field(default_factory=list)
+    target_changes: list[str] = field(default_factory=list)  # what the target's fingerprints say changed
 
     @property
     def regressions(self) -> list[Check]:
@@ -373,8 +377,13 @@ def compare(baseline: Any, current: Any, thresholds: Thresholds | None = None) -
     modes = [summary.get("mode", "users") for summary in (baseline, current)]
     if modes[0] != modes[1]:
         raise GateInputError(f"the runs load the endpoint differently: baseline by {modes[0]}, current by {modes[1]}")
+    changed = changes(baseline.get("target"), current.get("target"))
+    if changed and thresholds.require_same_target:
+        raise GateInputError(
+            f"the target changed since the baseline ({'; '.join(changed)}): not judged (--gate-require-same-target)"
+        )
     baseline, current = by_load(baseline), by_load(current)  # open loop: the loads are the offered rates
-    result = Comparison()
+    result = Comparison(target_changes=changed)
     result.checks.append(_capacity(baseline, current, "recommended_users", thresholds))
     result.checks.append(_capacity(baseline, current, "latency_knee_users", thresholds))
     result.checks += _continuous(baseline, current, thresholds)
@@ -397,4 +406,7 @@ def format_comparison(result: Comparison) -> str:
     widths = [max(len(r[i]) for r in rows) for i in range(6)]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]
     verdict = f"REGRESSION ({len(result.regressions)} check(s) failed)" if result.regressed else "no regression"
-    return "\n".join([*lines, "", f"verdict: {verdict}"])
+    target = (
+        [f"the target changed since the baseline: {'; '.join(result.target_changes)}"] if result.target_changes else []
+    )
+    return "\n".join([*lines, "", *target, f"verdict: {verdict}"])

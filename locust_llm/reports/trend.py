@@ -19,6 +19,7 @@ from typing import Any
 
 from locust_llm.measure.rows import series
 from locust_llm.reports.files import ReportInputError, read_json_object
+from locust_llm.reports.target import changes as target_changes
 
 __all__ = [
     "CONSISTENCY",
@@ -82,6 +83,7 @@ def history_line(summary: Mapping[str, Any], source: str = "") -> dict[str, Any]
         "valid": bool(summary.get("valid")),
         "knee": summary["knee"],
         "wall": (summary.get("diagnosis") or {}).get("wall"),
+        "target": {k: v for k, v in (summary.get("target") or {}).items() if k != "changed_during_run"},
         "steps": steps,
         "share_429": round(sum(r.get("status_429") or 0 for r in rows) / requests, 4) if requests else None,
         "cost_per_1k_responses_usd": round(1000 * cost / ok, 6) if priced and ok else None,
@@ -289,16 +291,24 @@ def drift_gate(lines: Sequence[Mapping[str, Any]], window: int, max_drift_pct: f
 
 
 def changes(lines: Iterable[Mapping[str, Any]]) -> list[tuple[str, str]]:
-    """``(date, what changed)`` where the tool version, the model or the endpoint differs from the run before."""
-    out, before = [], None
+    """``(date, what changed)`` where the tool version, the model, the endpoint or the target's fingerprint
+    (``reports.target.changes``, where both runs read one) differs from the run before."""
+    out: list[tuple[str, str]] = []
+    before: tuple[Any, ...] | None = None
+    target: Mapping[str, Any] | None = None
     for line in lines:
         now = (line.get("tool_version"), line.get("model"), line.get("endpoint"))
-        if before is not None and now != before:
-            what = [
+        what = (
+            []
+            if before is None
+            else [
                 f"{k} {a} -> {b}" for k, a, b in zip(("tool", "model", "endpoint"), before, now, strict=True) if a != b
             ]
+        )
+        what += [f"target {c}" for c in target_changes(target, line.get("target"))]
+        if what:
             out.append((str(line["date"]), ", ".join(what)))
-        before = now
+        before, target = now, line.get("target") or target
     return out
 
 

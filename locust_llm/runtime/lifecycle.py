@@ -20,6 +20,7 @@ from locust_llm.runtime import outputs
 from locust_llm.runtime.preflight import preflight
 from locust_llm.runtime.run import LLMRun
 from locust_llm.runtime.server_scraper import metrics_urls
+from locust_llm.runtime.target_probe import read_target
 
 __all__ = ["WORKER_GRACE_S", "begin_run", "end_run"]
 
@@ -44,10 +45,11 @@ def begin_run(run: LLMRun) -> str | None:
     run.number += 1
     run.recording, run.finished = True, False
     run.fatal_message = run.report_text = ""
-    run.summary = run.search = None
+    run.summary = run.search = run.target = None
     run.started = datetime.now(UTC)
     run.collector.reset(run.number)
     outputs.start_refresh(run)
+    run.target = read_target(run)  # before the preflight, which may set a hold the load must start right after
     message = preflight(run)
     if message is None:
         config = run.require_config()

@@ -32,8 +32,10 @@ from locust_llm.reports.files import (
     write_csv,
     write_text_atomic,
 )
+from locust_llm.reports.target import changes
 from locust_llm.reports.verdict import EXIT_INPUT
 from locust_llm.runtime.run import LLMRun
+from locust_llm.runtime.target_probe import read_target
 
 __all__ = ["CSV_REFRESH_S", "SUMMARY_LOG_PREFIX", "csv_prefix", "finish", "print_results", "rows", "start_refresh"]
 
@@ -110,6 +112,8 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
         "totals": totals(run),
         "output_length": {"mode": config.workload.output_length, "exact": dict(run.collector.exact_lengths)},
     }
+    if run.target is not None:
+        meta["target"] = run.target
     if run.search is not None:
         meta["search"] = run.search
     if run.sim is not None and run.sim.url:
@@ -253,6 +257,8 @@ def finish(run: LLMRun) -> None:
     prefix = csv_prefix(run)
     step_rows = rows(run)
     run.progress.finish(step_rows)
+    if run.target is not None and "changed_during_run" not in run.target:  # read again: did it change under the load?
+        run.target = {**run.target, "changed_during_run": changes(run.target, read_target(run))}
     code: int | None = None
     try:
         meta = run_meta(run, step_rows)

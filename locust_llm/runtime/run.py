@@ -66,6 +66,7 @@ class LLMRun:
         self.finished = False  # its outputs are written (see locust_llm.runtime.outputs.finish)
         self.summary: dict[str, Any] | None = None  # the capacity summary of the last finished run
         self.search: dict[str, Any] | None = None  # --search: its record so far (see locust_llm.runtime.search_driver)
+        self.target: dict[str, Any] | None = None  # the fingerprint read at the preflight (runtime.target_probe)
         self.contract_broken: list[str] = []
         self.progress = Progress(self.rows_now, self.collector.settled)
         self.scraper = ServerScraper(self.collector, lambda: self.model, lambda: self.require_config().tls)

@@ -1,10 +1,9 @@
 """The knee search: the sweep's latency knee (:mod:`locust_llm.measure.knee`), found in few probes. Pure; no clock.
 
 Each decision judges a *segment* between two probed loads ``a < b``: ``b`` is past the knee when it bends or a probe
-is past capacity, else flat. The start is judged against half its load (so it can answer below its start); the search
-walks the doubling ladder down while the lowest segment bends, up while the highest is flat (to the maximum), then
-bisects the first bending segment, each midpoint against the highest flat load, to the precision. Borderline, invalid
-and budget rules are :mod:`locust_llm.shapes.search`'s. docs/methodology.md, "The capacity search".
+is past capacity, else flat. The start is judged against half its load; the search walks the doubling ladder down
+while the lowest segment bends, up while the highest is flat, then bisects the first bending segment to the
+precision. docs/methodology.md, "The capacity search".
 """
 
 from __future__ import annotations

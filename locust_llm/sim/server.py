@@ -29,7 +29,7 @@ from aiohttp import web
 from locust_llm.config.gc_settings import tune_gc
 from locust_llm.config.parsers import parse_arrivals
 from locust_llm.protocol.metrics import ANTHROPIC_RATELIMIT_HEADERS, RATELIMIT_HEADERS
-from locust_llm.sim import realtime, serve_completions, serve_messages, serve_responses
+from locust_llm.sim import exposition, realtime, serve_completions, serve_messages, serve_responses
 from locust_llm.sim.chunks import ChunkFormat, completion_body, error_body
 from locust_llm.sim.engine import SeqRequest
 from locust_llm.sim.presets import SimConfig
@@ -69,15 +69,6 @@ def _bad_request(exc: BadRequest) -> web.Response:
     return _error(exc.status, str(exc), "invalid_request_error", exc.code, exc.param)
 
 
-VLLM_METRICS = (
-    ("vllm:kv_cache_usage_perc", "gauge", "kv_usage", "KV-cache usage. 1 means 100 percent usage."),
-    ("vllm:num_requests_running", "gauge", "running", "Number of requests in model execution batches."),
-    ("vllm:num_requests_waiting", "gauge", "waiting", "Number of requests waiting to be processed."),
-    ("vllm:num_preemptions", "counter", "preemptions", "Cumulative number of preemptions from the engine."),
-)
-"""The families the simulator's ``/metrics`` serves: (name, type, gauge of ``ModelRuntime.gauges``, help)."""
-
-
 class SimServer:
     def __init__(self, config: SimConfig, prefix_mode: str = "auto") -> None:
         self.config = config
@@ -113,6 +104,7 @@ class SimServer:
         app.router.add_post("/v1/messages", self.messages)
         app.router.add_post("/v1/completions", self.completions)
         app.router.add_get("/v1/models", self.list_models)
+        app.router.add_get("/props", self.props)
         app.router.add_get("/health", self.health)
         app.router.add_get("/metrics", self.metrics)
         app.router.add_get("/sim/stats", self.sim_stats)
@@ -314,8 +306,10 @@ class SimServer:
         asyncio.get_running_loop().call_later(delay, transport.close)
 
     async def list_models(self, request: web.Request) -> web.Response:
-        data = [{"id": name, "object": "model", "created": 0, "owned_by": "locust-llm-sim"} for name in self.models]
-        return web.json_response({"object": "list", "data": data})
+        return web.json_response(exposition.models(self._contexts))
+
+    async def props(self, request: web.Request) -> web.Response:
+        return web.json_response(exposition.props(next(iter(self.models.values())).spec))
 
     async def health(self, request: web.Request) -> web.Response:
         return web.json_response({"status": "ok"})
@@ -341,16 +335,9 @@ class SimServer:
         """Prometheus text in vLLM's names (``vllm:kv_cache_usage_perc``, ...), one sample per model, from each
         engine's own state (:meth:`ModelRuntime.gauges`)."""
         self.metrics_scrapes += 1
-        lines = []
-        for metric, kind, gauge, text in VLLM_METRICS:
-            if gauge in self.config.metrics_omit:
-                continue
-            samples = [(name, rt.gauges().get(gauge)) for name, rt in self.models.items()]
-            samples = [(name, value) for name, value in samples if value is not None]
-            if samples:
-                lines += [f"# HELP {metric} {text}", f"# TYPE {metric} {kind}"]
-                suffix = "_total" if kind == "counter" else ""
-                lines += [f'{metric}{suffix}{{model_name="{name}"}} {value:g}' for name, value in samples]
+        gauges = {name: rt.gauges() for name, rt in self.models.items()}
+        specs = {name: rt.spec for name, rt in self.models.items()}
+        lines = exposition.metrics(gauges, self.config.metrics_omit) + exposition.cache_config(specs, self.prefix_mode)
         return web.Response(text="\n".join(lines) + "\n", content_type="text/plain", charset="utf-8")
 
     async def reset_lateness(self, request: web.Request) -> web.Response:

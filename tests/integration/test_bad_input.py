@@ -261,6 +261,9 @@ def test_a_stream_that_ends_cleanly_after_a_finish_reason_is_complete_without_do
     assert proc.stderr.count("locust-llm: no server metrics:") == 1, proc.stderr[-3000:]
     summary = json.loads((tmp_path / "run_llm_summary.json").read_text())
     assert summary["diagnosis"]["wall"] == "unknown" and row["server_scrapes"] == "0"
+    # it says nothing of itself (every GET but the stream 404, no Server header): the target's fields are absent,
+    # none guessed
+    assert summary["target"] == {"changed_during_run": []}, summary["target"]
 
 
 @pytest.mark.parametrize("user", PATHS)

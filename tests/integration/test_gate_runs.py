@@ -96,6 +96,20 @@ def test_the_same_server_twice_is_no_regression_either_way(runs, preset):
         proc = compare(runs[preset][first], runs[preset][second], *MACHINE_ITL_NOISE)
         assert proc.returncode == 0, proc.stdout
         assert "verdict: no regression" in proc.stdout
+        assert "the target changed" not in proc.stdout  # the same server's fingerprint, read at both runs
+
+
+def test_the_gate_prints_a_smaller_kv_cache_above_its_verdict_and_can_refuse_to_judge_it(runs):
+    """The default preset's loss is a third of its KV blocks (176 -> 120): its fingerprint (vLLM's cache_config_info,
+    as the simulator serves it) says so above the verdict; with --gate-require-same-target it is exit 2, not judged."""
+    proc = compare(runs["default"]["baseline"], runs["default"]["loss"], *MACHINE_ITL_NOISE)
+    lines = proc.stdout.splitlines()
+    assert lines[-2] == "the target changed since the baseline: KV blocks: 176 -> 120", proc.stdout
+    assert lines[-1].startswith("verdict: REGRESSION")
+    strict = compare(runs["default"]["baseline"], runs["default"]["loss"], "--gate-require-same-target")
+    assert strict.returncode == 2 and "KV blocks: 176 -> 120" in strict.stderr and "not judged" in strict.stderr
+    # a slower decode (small-gpu's loss) is no change the server can tell of: judged, and no target line
+    assert "the target changed" not in compare(runs["small-gpu"]["baseline"], runs["small-gpu"]["loss"]).stdout
 
 
 @pytest.mark.parametrize("preset", PRESETS)

@@ -1,6 +1,7 @@
 """A short headless sweep against the embedded simulator, checked against the simulator's known TTFT/ITL."""
 
 import itertools
+import json
 
 import pytest
 
@@ -151,3 +152,29 @@ def test_hostile_metrics_endpoints_are_counted_and_disturb_nothing(sweeps):
     assert {s["name"] for s in samples} >= {"filler", "vllm:num_requests_running"}
     paths = {s["url"].rsplit("/", 1)[1] for s in samples}
     assert len({s["replica"] for s in samples}) == 1 and paths == {"huge", "flap"}
+
+
+def test_the_target_is_the_simulators_own_fingerprint_read_at_the_start_and_the_end(sweeps):
+    """The README's run against the default simulator: summary.json's target holds what the simulator serves of
+    itself (its preset's model, context, slots and KV cache), each read, none guessed, and unchanged during the run."""
+    from locust_llm import __version__
+    from locust_llm.sim.presets import preset
+
+    _, out = sweeps["plain"]
+    spec = preset("default")[0]
+    target = json.loads((out / "run_llm_summary.json").read_text())["target"]
+    assert target["model"] == {"id": spec.name, "owned_by": "locust-llm-sim", "max_model_len": spec.context_tokens}
+    assert target["llama_cpp"] == {
+        "total_slots": spec.batch.max_batch,
+        "model_path": spec.name,
+        "build_info": f"locust-llm-sim {__version__}",
+        "n_ctx": spec.context_tokens,
+    }
+    assert target["vllm"] == {
+        "block_size": spec.batch.block_tokens,
+        "num_gpu_blocks": spec.batch.kv_blocks,
+        "enable_prefix_caching": "True",
+        "cache_dtype": "auto",
+    }
+    assert target["replicas"] == 1 and target["server"].startswith("Python/") and target["changed_during_run"] == []
+    assert set(target) == {"server", "model", "llama_cpp", "vllm", "replicas", "changed_during_run"}  # no TGI, SGLang

@@ -22,7 +22,8 @@ Modes:
   an event of 1.5 MiB in one chunk, a stall after the first token (longer than the run's request timeout);
 - ``metrics-ok``, ``metrics-html``, ``metrics-garbage``, ``metrics-slow``: what ``GET /metrics`` answers (two
   vLLM gauges, a web page, bytes that are no metrics, nothing for 30 s); every other mode answers it 404, and a
-  scrape is never counted as a request (``scrapes`` apart). Chat requests are answered as ``ok``.
+  scrape is never counted as a request (``scrapes`` apart). Chat requests are answered as ``ok``. Any other GET
+  (the target's fingerprint: ``/v1/models``, ``/props``, ...) is answered 404 and counted apart (``probes``).
 
 A POST to any path but ``/v1/chat/completions`` is answered 404 (``{"detail":"Not Found"}``, as vLLM answers a route
 it does not serve). ``GET /seen`` answers ``{"requests": N, "auth": [every Authorization header seen], "headers":
@@ -41,7 +42,7 @@ TOKEN = b'data: {"choices":[{"index":0,"delta":{"content":" hi"},"finish_reason"
 FINISH = b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
 USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":3}}\n\n'
 DONE = b"data: [DONE]\n\n"
-SEEN: dict = {"requests": 0, "auth": [], "headers": {}, "times": [], "scrapes": 0}
+SEEN: dict = {"requests": 0, "auth": [], "headers": {}, "times": [], "scrapes": 0, "probes": 0}
 
 
 def _response(status: str, content_type: str, body: bytes, chunked: bool = False, extra: str = "") -> bytes:
@@ -186,6 +187,11 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
             if head.startswith(b"GET /metrics"):  # not a request: what a scraper finds (404 but in metrics-* modes)
                 SEEN["scrapes"] += 1
                 await _metrics(mode, writer)
+                continue
+            if head.startswith(b"GET "):  # not a request: the target's fingerprint asks /v1/models, /props, ...
+                SEEN["probes"] += 1
+                writer.write(_response("404 Not Found", "application/json", b'{"detail":"Not Found"}'))
+                await writer.drain()
                 continue
             SEEN["requests"] += 1
             SEEN["times"].append(time.monotonic())

@@ -326,3 +326,21 @@ def test_without_both_bootstraps_a_fall_is_judged_on_the_points():
 def test_a_resample_with_no_knee_counts_as_past_the_sweep():
     base, cur = knees(64, [[None, 0.5], [64, 0.5]]), knees(16, [[16, 1.0]])
     assert knee_fall_p("latency_knee_users", base, cur, Thresholds()) == 0.0
+
+
+def test_a_changed_target_is_printed_above_the_verdict_and_refused_when_the_same_is_required():
+    """Tonight's server has half the KV blocks and three replicas: said above the verdict, judged as usual; with
+    --gate-require-same-target (``require_same_target``) it is an input error naming the change, not a verdict."""
+    before = {**summary(), "target": {"vllm": {"num_gpu_blocks": 2000}, "replicas": 1, "server": "uvicorn"}}
+    after = {**summary(), "target": {"vllm": {"num_gpu_blocks": 1000}, "replicas": 3, "changed_during_run": []}}
+    result = compare(before, after)
+    assert result.target_changes == ["KV blocks: 2000 -> 1000", "replicas: 1 -> 3"]  # no Server header tonight: unknown
+    lines = format_comparison(result).splitlines()
+    assert lines[-2:] == [
+        "the target changed since the baseline: KV blocks: 2000 -> 1000; replicas: 1 -> 3",
+        "verdict: no regression",
+    ]
+    with pytest.raises(GateInputError, match=r"the target changed since the baseline \(KV blocks: 2000 -> 1000;"):
+        compare(before, after, Thresholds(require_same_target=True))
+    assert not compare(before, before, Thresholds(require_same_target=True)).target_changes
+    assert not compare(summary(), after, Thresholds(require_same_target=True)).target_changes  # a baseline without one

@@ -130,6 +130,20 @@ def test_tool_and_model_changes_are_found():
     assert changes(lines) == [(lines[2]["date"], "tool 0.1.0 -> 0.2.0")]
 
 
+def test_a_changed_target_marks_its_night_and_a_night_without_one_is_not_a_change():
+    """Nights 0-1 on 1 replica of 2,000 KV blocks, night 2 read no fingerprint (unknown, not a change), night 3 on 3
+    replicas of 1,000 blocks: night 3 is marked, against night 1's fingerprint."""
+    targets = [{"replicas": 1, "vllm": {"num_gpu_blocks": 2000}}] * 2 + [
+        {},
+        {"replicas": 3, "vllm": {"num_gpu_blocks": 1000}},
+    ]
+    lines = [{**night(i), "target": t} for i, t in enumerate(targets)]
+    assert changes(lines) == [(lines[3]["date"], "target KV blocks: 2000 -> 1000, target replicas: 1 -> 3")]
+    summary = {"model": "m", "knee": {}, "steps": [], "run": {"started": "2026-12-01T00:00:00+00:00"}}
+    line = trend.history_line({**summary, "target": {"replicas": 2, "changed_during_run": []}})
+    assert line["target"] == {"replicas": 2} and trend.history_line(summary)["target"] == {}
+
+
 def test_the_wall_is_in_the_history_and_its_changes_are_told():
     from locust_llm.reports.trend_html import trend_text
 
