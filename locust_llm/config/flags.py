@@ -710,6 +710,14 @@ FLAGS: tuple[Flag, ...] = (
         parse_nonnegative_int,
         "steps",
     ),
+    Flag(
+        "--min-workers",
+        "0",
+        "Distributed runs: stop the run (exit 3, every file written) when fewer workers than this are left (0: never).",
+        "LOCUST_LLM_MIN_WORKERS",
+        parse_nonnegative_int,
+        "steps",
+    ),
     # capacity search
     Flag(
         "--search",

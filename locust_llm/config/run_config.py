@@ -85,6 +85,7 @@ class RunConfig:
     max_sched_lag_ms: float
     min_step_requests: int
     max_users_per_worker: int  # 0: no check (locust_llm.plugin checks a master's plan against it)
+    min_workers: int  # 0: never; below it a master stops the run (runtime.workers)
     sla: Sla
     error_budget: float
     prices: Prices
@@ -136,6 +137,7 @@ class RunConfig:
             max_sched_lag_ms=v["max_sched_lag"] * 1000.0,
             min_step_requests=v["min_step_requests"],
             max_users_per_worker=v["max_users_per_worker"],
+            min_workers=v["min_workers"],
             sla=sla,
             error_budget=v["error_budget"],
             prices=prices_from(v),

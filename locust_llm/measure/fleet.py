@@ -9,8 +9,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
-__all__ = ["ServerScrape"]
+__all__ = ["ServerScrape", "server_columns"]
 
 
 @dataclass(frozen=True)
@@ -32,3 +33,28 @@ class ServerScrape:
         if sum(waiting) > 0:
             out["server_busiest_share"] = max(waiting) / sum(waiting)
         return out
+
+
+def server_columns(stats: Any) -> dict[str, Any]:
+    """A step row's server columns from its statistics (``measure.stats.StepStats``) over the steady window: p50,
+    max and min of each gauge over the rounds, the preemptions, the replicas, and the provider's stated caps."""
+    out: dict[str, Any] = {k: stats.counts[k] for k in ("server_scrapes", "server_scrape_failures")}
+    for gauge, name, digits in (
+        ("kv_usage", "server_kv", 3),
+        ("running", "server_running", 1),
+        ("waiting", "server_waiting", 1),
+    ):
+        hist = stats.hist[name]
+        out[f"server_{gauge}_p50"] = round(hist.quantile(0.5) / 1000, digits) if hist.count else None
+        out[f"server_{gauge}_max"] = round(hist.max / 1000, digits) if hist.count else None
+        out[f"server_{gauge}_min"] = round(hist.min / 1000, digits) if hist.count else None
+    out["server_preemptions"] = stats.counts["server_preemptions"] if stats.counts["server_scrapes"] else None
+    replicas, median, busiest = (stats.hist[n] for n in ("server_replicas", "server_kv_median", "server_busiest_share"))
+    out["server_replicas"] = round(replicas.max / 1000) if replicas.count else None
+    out["server_kv_usage_median_p50"] = round(median.quantile(0.5) / 1000, 3) if median.count else None
+    out["server_busiest_share_p50"] = round(busiest.quantile(0.5) / 1000, 2) if busiest.count else None
+    for what in ("requests", "tokens"):  # the provider's caps in the answers' heads: the largest seen, the least left
+        limit, left = stats.hist[f"ratelimit_limit_{what}"], stats.hist[f"ratelimit_remaining_{what}"]
+        out[f"ratelimit_limit_{what}"] = limit.max if limit.count else None
+        out[f"ratelimit_remaining_{what}_min"] = left.min if left.count else None
+    return out

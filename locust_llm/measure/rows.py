@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Any, TypedDict, cast, get_type_hints
 
+from locust_llm.measure.fleet import server_columns
 from locust_llm.measure.intervals import quantile_interval
 from locust_llm.measure.sla import Prices
 from locust_llm.measure.stats import STEADY, StatsTable, StepStats
@@ -87,6 +88,7 @@ class StepRow(TypedDict):
     sched_lag_p99_ms: float | None
     tokens_estimated: bool
     workers: int | None
+    workers_lost: int | None
     valid: bool
     invalid_reasons: str
     client_requests: int
@@ -176,6 +178,8 @@ class WorkerRow(TypedDict):
     ok: int
     completion_tokens: int
     cpu_max_pct: float | None
+    last_heard_s: float | None  # when the master last heard from the worker (report or heartbeat), into the run
+    lost_in_step: int | None  # the step it was lost in, if it was
 
 
 WORKER_COLUMNS: tuple[str, ...] = tuple(WorkerRow.__annotations__)
@@ -224,6 +228,7 @@ class StepWindow:
     rate: float | None = None  # open loop: the offered rate, requests/s
     speed: float | None = None  # a trace's replay speed (the rate over the trace's own)
     repeat: int = 1  # the pass over the plan (--repeats)
+    workers_lost: int | None = None  # master: workers lost during the step
 
 
 def _ms(stats: StepStats, name: str, q: float) -> float | None:
@@ -307,6 +312,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "sched_lag_p99_ms": _ms(stats, "lag", 0.99),
         "tokens_estimated": c["estimated_token_requests"] > 0,
         "workers": window.workers,
+        "workers_lost": window.workers_lost,
         "valid": not window.invalid_reasons,
         "invalid_reasons": "; ".join(window.invalid_reasons),
         "client_requests": c["client_requests"],
@@ -345,7 +351,7 @@ def step_row(window: StepWindow, model: str, stats: StepStats, prices: Prices | 
         "output_tokens_ratio": (
             round(c["output_tokens_got"] / c["output_tokens_asked"], 4) if c["output_tokens_asked"] else None
         ),
-        **_server(stats),
+        **server_columns(stats),
         **_intervals(stats),
     }
     return cast("StepRow", row)
@@ -365,30 +371,6 @@ def _intervals(stats: StepStats) -> dict[str, float | None]:
             name = f"{metric}_p{round(100 * q)}_ms"
             out[f"{name}_ci_low"] = None if low is None else round(low / 1e6, 3)
             out[f"{name}_ci_high"] = None if high is None else round(high / 1e6, 3)
-    return out
-
-
-def _server(stats: StepStats) -> dict[str, Any]:
-    """The server's own metrics over the window (its scrapes): p50, max and min of each gauge, the preemptions."""
-    out: dict[str, Any] = {k: stats.counts[k] for k in ("server_scrapes", "server_scrape_failures")}
-    for gauge, name, digits in (
-        ("kv_usage", "server_kv", 3),
-        ("running", "server_running", 1),
-        ("waiting", "server_waiting", 1),
-    ):
-        hist = stats.hist[name]
-        out[f"server_{gauge}_p50"] = round(hist.quantile(0.5) / 1000, digits) if hist.count else None
-        out[f"server_{gauge}_max"] = round(hist.max / 1000, digits) if hist.count else None
-        out[f"server_{gauge}_min"] = round(hist.min / 1000, digits) if hist.count else None
-    out["server_preemptions"] = stats.counts["server_preemptions"] if stats.counts["server_scrapes"] else None
-    replicas, median, busiest = (stats.hist[n] for n in ("server_replicas", "server_kv_median", "server_busiest_share"))
-    out["server_replicas"] = round(replicas.max / 1000) if replicas.count else None
-    out["server_kv_usage_median_p50"] = round(median.quantile(0.5) / 1000, 3) if median.count else None
-    out["server_busiest_share_p50"] = round(busiest.quantile(0.5) / 1000, 2) if busiest.count else None
-    for what in ("requests", "tokens"):  # the provider's caps in the answers' heads: the largest seen, the least left
-        limit, left = stats.hist[f"ratelimit_limit_{what}"], stats.hist[f"ratelimit_remaining_{what}"]
-        out[f"ratelimit_limit_{what}"] = limit.max if limit.count else None
-        out[f"ratelimit_remaining_{what}_min"] = left.min if left.count else None
     return out
 
 

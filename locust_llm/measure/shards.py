@@ -59,6 +59,7 @@ def merge(shards: list[tuple[str, StatsTable, list[StepWindow]]]) -> tuple[Stats
         same = [(label, windows[i]) for label, _, windows in shards]
         cpu = [w.cpu_max_pct for _, w in same if w.cpu_max_pct is not None]
         workers = [w.workers for _, w in same if w.workers is not None]
+        lost = [w.workers_lost for _, w in same if w.workers_lost is not None]
         rates = [w.rate for _, w in same if w.rate is not None]
         merged.append(
             StepWindow(
@@ -72,6 +73,7 @@ def merge(shards: list[tuple[str, StatsTable, list[StepWindow]]]) -> tuple[Stats
                 invalid_reasons=tuple(f"{label}: {r}" for label, w in same for r in w.invalid_reasons),
                 rate=sum(rates) if rates else None,
                 speed=same[0][1].speed,
+                workers_lost=sum(lost) if lost else None,
             )
         )
     return table, merged

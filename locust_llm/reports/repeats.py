@@ -1,9 +1,8 @@
 """``--repeats``: a plan's passes merged into one row per load, and how many passes agree on the knee. Pure.
 
-A load run in several passes has one row per pass; its merged row holds their samples together, exactly (their
-steps' histograms and counters added), its window their total length, its reasons theirs. Each percentile's interval
-then reaches at least across the passes' own values (:func:`widen`): the spread between passes as well as within
-them. docs/methodology.md, "Repeats".
+A load's merged row holds its passes' samples together, exactly; each percentile's interval then reaches at least
+across the passes' own values (:func:`widen`): the spread between passes as well as within them.
+docs/methodology.md, "Repeats".
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from locust_llm.protocol.metrics import RequestResult
 from locust_llm.runtime.cpu import CpuSampler
 from locust_llm.runtime.progress import SETTLE_S
 from locust_llm.runtime.stall import LoopWatch
+from locust_llm.runtime.workers import WorkerWatch
 
 __all__ = ["PENDING_LIMIT", "PENDING_TOKENS", "Collector"]
 
@@ -62,7 +63,7 @@ class Collector:
         self._pending_tokens = 0
         self.run = 0  # the number of the run being recorded (see reset)
         self._cpu = CpuSampler()
-        self._known_workers: set[str] = set()
+        self.workers = WorkerWatch(environment)  # master: who is alive, lost, joined, last heard from
         self.worker_steps: dict[str, tuple[int, int, bool]] = {}
         """Master: per worker, from its last report, the step it was in, for how long (ns) and whether it had ended."""
         self.after_sample: Callable[[], None] | None = None  # run once a second after the health sample
@@ -92,6 +93,7 @@ class Collector:
         elif self.role == "master":
             events.worker_report.add_listener(self._on_worker_report)
             events.worker_connect.add_listener(self._on_worker_connect)
+            events.heartbeat_sent.add_listener(self.workers.heard)
         if self.role != "master":  # the processes that time tokens
             self.loop_watch.start()
         self._greenlet = gevent.spawn(self._sample_loop)
@@ -111,6 +113,7 @@ class Collector:
         self.dropped_routes = []
         self.exact_lengths = {}
         self.closed = False
+        self.workers.reset()
         if self._greenlet is None:
             self._greenlet = gevent.spawn(self._sample_loop)
         if self.role != "master":
@@ -218,6 +221,11 @@ class Collector:
         if mark is None:
             return
         now = time.perf_counter_ns()
+        if self.ended_ns is None and now >= mark.began_ns + mark.warmup_ns:  # its steady window: re-spread users
+            self.health[mark.step].joined.append(client_id)
+            logger.warning(
+                "locust-llm: worker %s joined during step %d; this step is marked invalid", client_id, mark.step
+            )
         data = self._step_data(mark, now - mark.began_ns, now)
         self._send(STEP_MESSAGE, data, client_id)
 
@@ -284,7 +292,7 @@ class Collector:
 
     def _on_worker_report(self, client_id: str, data: dict[str, Any], **_kw: Any) -> None:
         report = data.get(REPORT_KEY)
-        if not report:
+        if not report or not self.workers.accept(client_id):
             return
         if int(report.get("run", self.run)) != self.run:
             logger.debug(
@@ -315,7 +323,7 @@ class Collector:
         connected worker must have reported after it (:mod:`locust_llm.runtime.progress`)."""
         if self.role != "master":
             return True
-        alive = [c.id for c in self.environment.runner.clients.all if c.state != "missing"]
+        alive = self.workers.alive()
         settle_ns = SETTLE_S * 1e9
         for worker in alive:
             at = self.worker_steps.get(worker)
@@ -344,16 +352,12 @@ class Collector:
         health = self.health[mark.step]
         health.add_cpu(self.name, pct)
         if self.role == "master":
-            self._check_workers(health)
+            self._check_workers(mark.step, health)
 
-    def _check_workers(self, health: StepHealth) -> None:
-        clients = self.environment.runner.clients
-        alive = {c.id for c in clients.all if c.state != "missing"}
-        health.add_workers(len(alive))
-        for lost in sorted(self._known_workers - alive):
-            health.lost.append(lost)
-            logger.warning("locust-llm: worker %s was lost; this step is marked invalid", lost)
-        self._known_workers = alive
+    def _check_workers(self, step: int, health: StepHealth) -> None:
+        alive, lost = self.workers.check(step)
+        health.add_workers(alive)
+        health.lost += lost
 
     # -- results -----------------------------------------------------------------------------------------------
 
@@ -409,6 +413,7 @@ class Collector:
                     warmup_s=mark.warmup_ns / 1e9,
                     cpu_max_pct=health.cpu_max,
                     workers=health.workers_min if self.role == "master" else None,
+                    workers_lost=len(health.lost) if self.role == "master" else None,
                     invalid_reasons=tuple(reasons),
                     rate=mark.rate,
                     speed=round(mark.rate / self.trace_rate_req_s, 6) if mark.rate and self.trace_rate_req_s else None,
@@ -478,21 +483,7 @@ class Collector:
         return e2e, requests, steady / window_s if window_s > 0 else 0.0
 
     def worker_rows(self) -> list[WorkerRow]:
-        """Per worker, step and phase: requests, ok and tokens (the master's breakdown of what it merged)."""
-        rows: list[WorkerRow] = []
-        for worker, shares in sorted(self.by_worker.items()):
-            for key, c in sorted(shares.items()):
-                cpu = self.health.get(key.step, StepHealth()).cpu_max_pct.get(worker)
-                rows.append(
-                    {
-                        "step": key.step,
-                        "phase": key.phase,
-                        "model": key.model,
-                        "worker": worker,
-                        "requests": c["requests"],
-                        "ok": c["ok"],
-                        "completion_tokens": c["completion_tokens"],
-                        "cpu_max_pct": None if cpu is None else round(cpu, 1),
-                    }
-                )
-        return rows
+        """Per worker, step and phase: requests, ok, tokens and CPU (the master's breakdown of what it merged), and
+        when the worker was last heard from (:meth:`WorkerWatch.rows`)."""
+        cpu = {step: health.cpu_max_pct for step, health in self.health.items()}
+        return self.workers.rows(self.by_worker, cpu, self.began_ns)

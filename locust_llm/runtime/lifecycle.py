@@ -44,7 +44,7 @@ def begin_run(run: LLMRun) -> str | None:
     run.environment.process_exit_code = None  # the verdict of this run will say
     run.number += 1
     run.recording, run.finished = True, False
-    run.fatal_message = run.report_text = ""
+    run.fatal_message = run.report_text = run.stopped_for = ""
     run.summary = run.search = run.target = None
     run.started = datetime.now(UTC)
     run.collector.reset(run.number)

@@ -1,7 +1,6 @@
-"""Reads the servers' ``/metrics`` for the scraper in a child process (``python -m locust_llm.runtime.metrics_fetch``,
-nice 10), so no answer or parse shares the loop that times tokens. Each address: one total deadline (``timeout_s``)
-and a size cap (:data:`MAX_BYTES`; the rest dropped, the text parsed to its last whole line). ``dns+http://NAME:PORT``
-is resolved each round to NAME's A records, one replica each (a Kubernetes headless Service). JSON lines in and out.
+"""Reads the servers' ``/metrics`` for the scraper in a child process (nice 10), so no answer or parse shares the
+loop that times tokens. Each address: one total deadline (``timeout_s``) and a size cap (:data:`MAX_BYTES`).
+``dns+http://NAME:PORT`` is resolved each round, one replica per A record. JSON lines in and out.
 """
 
 from __future__ import annotations

@@ -114,6 +114,8 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
     }
     if run.target is not None:
         meta["target"] = run.target
+    if run.stopped_for:
+        meta["invalid_reasons"] = [run.stopped_for]
     if run.search is not None:
         meta["search"] = run.search
     if run.sim is not None and run.sim.url:

@@ -1,7 +1,6 @@
 """A person's view of a run: a line at each step change, and one with each step's result once every request
 observed in it is filed: :data:`SETTLE_S` after its end (on a master, once each worker has reported since), at the
-poll after the one that found it so (a request stamped before the boundary by the kernel, while a starved process
-waited, is filed in the loop's turn between). The figures are the step's CSV row's (``format_done``).
+poll after the one that found it so. The figures are the step's CSV row's (``format_done``).
 """
 
 from __future__ import annotations

@@ -61,6 +61,7 @@ class LLMRun:
         self.report_text = ""
         self.writer: Any = None  # the greenlet refreshing the CSVs (see locust_llm.runtime.outputs)
         self.fatal_message = ""  # why the run was stopped (see fatal); it then exits with code 2
+        self.stopped_for = ""  # why the run was stopped early and is invalid (see too_few_workers): exit 3
         self.number = 0  # the current run of this process: 1, 2, ... (the web UI starts one per Start)
         self.recording = False  # between the first step of a run and its stop
         self.finished = False  # its outputs are written (see locust_llm.runtime.outputs.finish)
@@ -127,6 +128,8 @@ class LLMRun:
         self.config = config
         self.model = config.primary_route or config.model or self.model
         self.collector.trace_rate_req_s = config.trace.rate_req_s if config.trace else None
+        self.collector.workers.min_workers = config.min_workers if self.role == "master" else 0
+        self.collector.workers.on_too_few = self.too_few_workers
         self.recorder.configure(config.sla, config.itl_events, self.fast_path, per_client=config.routes is not None)
         if proxy is not None and self.role != "worker":
             logger.info(
@@ -234,6 +237,17 @@ class LLMRun:
         self.environment.process_exit_code = 2
         headless = bool(getattr(self.environment.parsed_options, "headless", False))
         if stop:
+            gevent.spawn(runner.quit if headless else runner.stop)
+
+    def too_few_workers(self, left: int) -> None:
+        """Master: fewer workers are left than ``--min-workers``: stop the run; its files are written as at any end,
+        and the run is invalid (exit 3)."""
+        config = self.require_config()
+        self.stopped_for = f"{left} workers left, fewer than --min-workers {config.min_workers}: the run was stopped"
+        logger.error("locust-llm: %s; every file is written for what was measured", self.stopped_for)
+        runner = self.environment.runner
+        headless = bool(getattr(self.environment.parsed_options, "headless", False))
+        if runner is not None:
             gevent.spawn(runner.quit if headless else runner.stop)
 
     def on_fatal_message(self, environment: Any, msg: Any, **_kw: Any) -> None:

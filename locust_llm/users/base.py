@@ -2,8 +2,7 @@
 
 A user class mixes it into a Locust ``User``, implements :meth:`LLMUserMixin.send` (one attempt on one model) and calls
 :meth:`LLMUserMixin.setup_llm`. Its one task, :meth:`LLMUserMixin.chat_once`, makes client requests through the
-:class:`~locust_llm.users.flow.Flow`; where Locust's task loop would only come back to the same task at once, the next
-request is sent from inside the task. With ``--turns`` each request is the next turn of the user's conversation.
+:class:`~locust_llm.users.flow.Flow`, the next sent from inside the task; with ``--turns``, turns of a conversation.
 """
 
 from __future__ import annotations

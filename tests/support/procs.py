@@ -148,12 +148,20 @@ def free_port() -> int:
 
 
 def distributed_run(
-    tmp_path: Path, host: str, workers: int, sweep: tuple[str, ...], kill_worker_at_step: int | None = None
+    tmp_path: Path,
+    host: str,
+    workers: int,
+    sweep: tuple[str, ...],
+    kill_worker_at_step: int | None = None,
+    signals: tuple[tuple[int, int], ...] = (),
 ) -> tuple[int, str, str]:
     """A headless master and ``workers`` real worker processes on 127.0.0.1 running ``sweep`` against ``host``, with
-    ``--csv tmp_path/run``; optionally SIGKILL the first worker two seconds into step ``kill_worker_at_step`` (when
-    the master's log says the step began: whatever the start-up took). Returns the master's exit code, stdout and
-    stderr; every process is gone afterwards."""
+    ``--csv tmp_path/run``; optionally SIGKILL the first worker two seconds into step ``kill_worker_at_step``, or send
+    it each ``(step, signal)`` of ``signals`` two seconds into that step (when the master's log says the step began:
+    whatever the start-up took). Returns the master's exit code, stdout and stderr; every process is gone
+    afterwards."""
+    if kill_worker_at_step is not None:
+        signals = ((kill_worker_at_step, signal.SIGKILL),)
     port = free_port()
     locust = [sys.executable, "-m", "locust", "-f", str(LOCUSTFILE)]
     master = subprocess.Popen(
@@ -192,14 +200,14 @@ def distributed_run(
     ]
     try:
         seen: list[str] = []
-        if kill_worker_at_step is not None:
-            assert master.stderr is not None
-            marker = f"locust-llm step {kill_worker_at_step}/"
+        assert master.stderr is not None
+        for step, sent in signals:
+            marker = f"locust-llm step {step}/"
             for line in master.stderr:  # the master's log, as it comes, until the step begins
                 seen.append(line)
-                if marker in line:
+                if marker in line and " done:" not in line:
                     time.sleep(2.0)
-                    procs[0].send_signal(signal.SIGKILL)
+                    procs[0].send_signal(sent)
                     break
         out, err = master.communicate(timeout=150)
         err = "".join(seen) + err

@@ -11,10 +11,18 @@ from locust_llm.runtime.collector import REPORT_KEY, Collector
 MS = 1_000_000
 
 
+class Clients(dict):
+    """Locust's workers by id, and ``all`` of them."""
+
+    @property
+    def all(self):
+        return list(self.values())
+
+
 class FakeRunner:
     def __init__(self):
         self.sent = []
-        self.clients = SimpleNamespace(all=[])
+        self.clients = Clients()
 
     def send_message(self, kind, data, client_id=None):
         self.sent.append((kind, data, client_id))
@@ -85,12 +93,24 @@ def test_a_worker_going_missing_is_noticed_once():
     m = collector("master")
     m.begin_step(1, 8, 0)
     alive = [SimpleNamespace(id="w1", state="running"), SimpleNamespace(id="w2", state="running")]
-    m.environment.runner.clients.all = alive
+    m.environment.runner.clients.update((c.id, c) for c in alive)
     m.sample_health()
     alive[1].state = "missing"
     m.sample_health()
     m.sample_health()
     assert m.health[1].lost == ["w2"] and m.health[1].workers_min == 1 and m.health[1].workers_max == 2
+    assert ("quit", None, "w2") in m.environment.runner.sent  # told to quit, should it come back
+
+
+def test_a_worker_that_joins_during_the_steady_window_makes_the_step_invalid_and_during_warmup_not():
+    m = collector("master")
+    m.begin_step(1, 8, warmup_ns=10**12)  # a warm-up longer than the test
+    m._on_worker_connect("early")
+    m.begin_step(2, 8, warmup_ns=0)
+    m._on_worker_connect("late")
+    assert m.health[1].joined == [] and m.health[2].joined == ["late"]
+    reasons = invalid_reasons(2, m.health[2], StatsTable(), 100.0, 1000.0)
+    assert reasons == ["worker joined during the step: late (its users were re-spread)"]
 
 
 def test_a_steps_e2e_is_its_steady_windows_not_the_requests_carried_over_from_the_load_before():
