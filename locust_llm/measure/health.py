@@ -1,10 +1,10 @@
 """Validity of a step: the rules that decide whether its numbers can be trusted. Pure.
 
 A step is invalid, with one reason per rule that fires, when during it: (1) a generator process used more than
-``max_cpu_pct`` of a core; (2) a worker was lost, or joined during the steady window; (3) a scheduling-lag or
-loop-stall p99 exceeded ``max_lag_ms``; (4) its steady window holds fewer than ``min_requests`` completed requests;
-(5) the E2E p50 exceeds ``max_e2e_share`` of the window; (6) its warm-up was shorter than the previous step's E2E
-p90; (7) the run was stopped. docs/methodology.md, "When a step is invalid".
+``max_cpu_pct`` of a core; (2) a worker was lost; (3) a scheduling-lag or loop-stall p99 exceeded ``max_lag_ms``;
+(4) its steady window holds fewer than ``min_requests`` completed requests; (5) the E2E p50 exceeds
+``max_e2e_share`` of the window; (6) its warm-up was shorter than the previous step's E2E p90; (7) the run was
+stopped. docs/methodology.md, "When a step is invalid".
 """
 
 from __future__ import annotations
@@ -70,7 +70,6 @@ class StepHealth:
     workers_min: int | None = None
     workers_max: int | None = None
     lost: list[str] = field(default_factory=list)
-    joined: list[str] = field(default_factory=list)  # workers that connected during the steady window
     carryover: tuple[float, float] | None = None  # (warm-up s, previous step's E2E p90 s) when the first is shorter
     partial: bool = False  # the run was stopped during the step
 
@@ -105,7 +104,6 @@ def invalid_reasons(
         if pct > max_cpu_pct
     ]
     reasons += [f"worker lost during the step: {name}" for name in health.lost]
-    reasons += [f"worker joined during the step: {name} (its users were re-spread)" for name in health.joined]
     stalls = Histogram()
     for key, stats in table:
         lag = stats.hist["lag"]

@@ -221,11 +221,8 @@ class Collector:
         if mark is None:
             return
         now = time.perf_counter_ns()
-        if self.ended_ns is None and now >= mark.began_ns + mark.warmup_ns:  # its steady window: re-spread users
-            self.health[mark.step].joined.append(client_id)
-            logger.warning(
-                "locust-llm: worker %s joined during step %d; this step is marked invalid", client_id, mark.step
-            )
+        if self.ended_ns is None and self.began_ns is not None:  # mid-run: its users come at the next step
+            self.workers.defer_join(client_id, mark.step)
         data = self._step_data(mark, now - mark.began_ns, now)
         self._send(STEP_MESSAGE, data, client_id)
 

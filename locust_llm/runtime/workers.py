@@ -1,8 +1,9 @@
 """The master's watch over its workers: who is alive, lost, or joined, and when each was last heard from.
 
 A worker Locust marks missing is lost for the run: its step is invalid, and it is told to quit, so that one only
-frozen stops its users when it thaws; what it reports afterwards is set aside, never merged. Below
-``--min-workers`` the run stops. docs/methodology.md, "When a step is invalid".
+frozen stops its users when it thaws; what it reports afterwards is set aside, never merged. A worker that joins
+mid-run takes users from the next step. Below ``--min-workers`` the run stops. docs/methodology.md, "When a step
+is invalid".
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import time
 from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
+
+import gevent
 
 from locust_llm.measure.rows import WorkerRow
 from locust_llm.measure.stats import StatsKey
@@ -59,6 +62,22 @@ class WorkerWatch:
             if self.on_too_few is not None:
                 self.on_too_few(len(alive))
         return len(alive), lost
+
+    def defer_join(self, worker: str, step: int) -> None:
+        """A worker connects during ``step`` (a restarted pod): Locust would re-spread the users over it at once, in
+        the middle of the step; that one re-spread is skipped, so the worker takes users at the next step's."""
+        runner = self.environment.runner
+        if self.known is None or runner is None:
+            return
+
+        def skip(*_args: Any, **_kwargs: Any) -> None:
+            vars(runner).pop("start", None)
+            logger.info(
+                "locust-llm: worker %s joined during step %d; it takes users from the next step on", worker, step
+            )
+
+        runner.start = skip  # Locust's handler calls start() right after this event, in the same turn of the loop
+        gevent.spawn(lambda: vars(runner).pop("start", None))  # and no later: the next turn restores it in any case
 
     def accept(self, worker: str) -> bool:
         """Whether a report of ``worker`` may be merged: never after it was lost."""

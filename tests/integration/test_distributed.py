@@ -73,10 +73,16 @@ KILLED_SWEEP = (  # on the library path (--fast-path off): a lost worker is hand
 """Three steps: a worker is lost 2 s into the second (Locust notices within 3 s more), the third runs without it."""
 
 
-def distributed(path, workers, sweep, kill_worker_at_step=None, signals=()):
+def distributed(path, workers, sweep, kill_worker_at_step=None, signals=(), late=None):
     with sim(*SIM) as base:
         code, stdout, stderr = distributed_run(
-            path, base, workers, sweep, kill_worker_at_step=kill_worker_at_step, signals=signals
+            path,
+            base,
+            workers,
+            sweep,
+            kill_worker_at_step=kill_worker_at_step,
+            signals=signals,
+            late_worker_at_step=late,
         )
         return code, stdout, stderr, path, sim_stats(base)
 
@@ -105,6 +111,7 @@ def runs(tmp_path_factory):
         {
             "killed": partial(distributed, tmp_path_factory.mktemp("killed"), 3, KILLED_SWEEP, 2),
             "frozen": partial(distributed, tmp_path_factory.mktemp("frozen"), 3, KILLED_SWEEP, signals=FROZEN),
+            "late": partial(distributed, tmp_path_factory.mktemp("late"), 2, KILLED_SWEEP, late=1),
         }
     )
     return {**first, **second}
@@ -237,6 +244,22 @@ def test_a_frozen_worker_is_lost_and_what_it_says_when_it_thaws_is_set_aside(run
     (frozen,) = {w["worker"] for w in workers if w["lost_in_step"] == "2"}
     assert not [w for w in workers if w["worker"] == frozen and int(w["step"]) >= 3]
     assert f"worker {frozen} came back after it was lost in step 2: what it reports is set aside" in stderr
+
+
+def test_a_worker_started_late_takes_users_at_the_next_step_boundary(runs):
+    """Two workers, a third started 2 s into step 1 (a restarted pod): step 1 runs on the two, undisturbed; the
+    third's first requests are in step 2."""
+    code, stdout, stderr, tmp_path, _ = runs["late"]
+    assert accepted(code, stdout) and "Traceback" not in stderr, stderr[-3000:]
+    assert "joined during step 1; it takes users from the next step" in stderr
+    steps = by_step(read_csv(tmp_path / "run_llm_steps.csv"))
+    assert steps[1]["valid"] == "True" and steps[2]["workers"] == "3" and steps[3]["workers"] == "3", steps
+    workers = read_csv(tmp_path / "run_llm_workers.csv")
+    first = {}
+    for w in workers:
+        if int(w["requests"]):
+            first[w["worker"]] = min(first.get(w["worker"], 99), int(w["step"]))
+    assert sorted(first.values()) == [1, 1, 2], first
 
 
 def test_below_min_workers_the_run_stops_invalid_with_every_file_written(runs):

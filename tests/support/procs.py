@@ -154,12 +154,13 @@ def distributed_run(
     sweep: tuple[str, ...],
     kill_worker_at_step: int | None = None,
     signals: tuple[tuple[int, int], ...] = (),
+    late_worker_at_step: int | None = None,
 ) -> tuple[int, str, str]:
     """A headless master and ``workers`` real worker processes on 127.0.0.1 running ``sweep`` against ``host``, with
     ``--csv tmp_path/run``; optionally SIGKILL the first worker two seconds into step ``kill_worker_at_step``, or send
-    it each ``(step, signal)`` of ``signals`` two seconds into that step (when the master's log says the step began:
-    whatever the start-up took). Returns the master's exit code, stdout and stderr; every process is gone
-    afterwards."""
+    it each ``(step, signal)`` of ``signals`` two seconds into that step, or start one more worker two seconds into
+    step ``late_worker_at_step`` (when the master's log says the step began: whatever the start-up took). Returns the
+    master's exit code, stdout and stderr; every process is gone afterwards."""
     if kill_worker_at_step is not None:
         signals = ((kill_worker_at_step, signal.SIGKILL),)
     port = free_port()
@@ -201,13 +202,26 @@ def distributed_run(
     try:
         seen: list[str] = []
         assert master.stderr is not None
-        for step, sent in signals:
+        actions: list[tuple[int, int | None]] = [*signals]
+        if late_worker_at_step is not None:
+            actions.append((late_worker_at_step, None))
+        for step, sent in actions:
             marker = f"locust-llm step {step}/"
             for line in master.stderr:  # the master's log, as it comes, until the step begins
                 seen.append(line)
                 if marker in line and " done:" not in line:
                     time.sleep(2.0)
-                    procs[0].send_signal(sent)
+                    if sent is None:
+                        log = (tmp_path / f"worker{len(procs)}.log").open("w")
+                        logs.append(log)
+                        worker = [*locust, "--worker", "--master-host", "127.0.0.1", "--master-port", str(port)]
+                        procs.append(
+                            subprocess.Popen(
+                                worker, cwd=tmp_path, env=clean_env(), stdout=log, stderr=subprocess.STDOUT
+                            )
+                        )
+                    else:
+                        procs[0].send_signal(sent)
                     break
         out, err = master.communicate(timeout=150)
         err = "".join(seen) + err

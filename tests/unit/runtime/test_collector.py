@@ -102,15 +102,24 @@ def test_a_worker_going_missing_is_noticed_once():
     assert ("quit", None, "w2") in m.environment.runner.sent  # told to quit, should it come back
 
 
-def test_a_worker_that_joins_during_the_steady_window_makes_the_step_invalid_and_during_warmup_not():
+def test_a_worker_that_joins_mid_run_takes_users_from_the_next_step():
+    """Locust's handler calls start() right after the connect event, which would re-spread the users in the middle
+    of the step: that one call is skipped; the next turn of the loop restores start() whatever happened."""
+    import gevent
+
     m = collector("master")
-    m.begin_step(1, 8, warmup_ns=10**12)  # a warm-up longer than the test
-    m._on_worker_connect("early")
-    m.begin_step(2, 8, warmup_ns=0)
+    runner = m.environment.runner
+    started = []
+    type(runner).start = lambda self, *args: started.append(args)  # the runner's own start(), recorded
+    m.begin_step(1, 8, warmup_ns=0)
+    m.workers.check(1)
     m._on_worker_connect("late")
-    assert m.health[1].joined == [] and m.health[2].joined == ["late"]
-    reasons = invalid_reasons(2, m.health[2], StatsTable(), 100.0, 1000.0)
-    assert reasons == ["worker joined during the step: late (its users were re-spread)"]
+    runner.start(8, 1.0)  # what Locust's handler does next
+    assert started == []
+    gevent.sleep(0)
+    runner.start(16, 1.0)  # the next step's
+    assert started == [(16, 1.0)] and "start" not in vars(runner)
+    del type(runner).start
 
 
 def test_a_steps_e2e_is_its_steady_windows_not_the_requests_carried_over_from_the_load_before():
