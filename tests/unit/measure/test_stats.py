@@ -133,3 +133,20 @@ def test_a_step_that_holds_only_a_counter_is_shipped_to_the_master():
     table.bump("interrupted", "m", 1, 5, lambda t_ns: (2, "drain"))
     shipped = StatsTable.from_wire(table.to_wire())
     assert [(key.phase, stats.counts["interrupted"]) for key, stats in shipped] == [("drain", 1)]
+
+
+def test_a_long_steps_ttft_blocks_stay_bounded_and_a_short_steps_seconds_stay_apart():
+    """Ten minutes of requests, one a second: 120 blocks (every 120th second together), each second's TTFT in one."""
+    from locust_llm.measure.stats import MAX_BLOCKS
+
+    table = StatsTable()
+    for second in range(600):
+        sent = second * 10**9
+        table.add(req(sent, [second * 1000 + 50], sent + 10**8), lambda t: (1, STEADY))  # tokens in ms
+    (stats,) = [s for _, s in table]
+    assert len(stats.blocks) == MAX_BLOCKS == 120 and {h.count for h in stats.blocks.values()} == {5}
+    short = StatsTable()
+    for second in range(100):
+        sent = second * 10**9
+        short.add(req(sent, [second * 1000 + 50], sent + 10**8), lambda t: (1, STEADY))
+    assert len(next(s for _, s in short).blocks) == 100
