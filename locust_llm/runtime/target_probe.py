@@ -1,8 +1,8 @@
 """Reads the target's fingerprint (``reports.target``) at the preflight and at the end, on the master or alone.
 
-At once, each within ``PROBE_TIMEOUT_S`` and ``MAX_JSON_BYTES``, to the run's own host only: ``{host}/models``,
-``/props``, ``/info``, ``/get_server_info``, and one round of ``--server-metrics``. A failure leaves its fields
-absent and never stops a run. Not read with ``--routes``.
+One after another on one connection, within ``PROBE_TIMEOUT_S`` in all and ``MAX_JSON_BYTES`` each, to the run's own
+host only: ``{host}/models``, ``/props``, ``/info``, ``/get_server_info``; beside them one round of
+``--server-metrics``. A failure leaves its fields absent and never stops a run. Not read with ``--routes``.
 """
 
 from __future__ import annotations
@@ -45,20 +45,12 @@ def read_target(run: LLMRun) -> dict[str, Any]:
     origin = f"{parts.scheme}://{parts.netloc}"
     headers = {k: v for k, v in config.request_headers("locust-llm target").items() if k != "Content-Type"}
     headers["Accept"] = "application/json"
-    urls = {"models": host + "/models", **{name: origin + path for name, path in PATHS.items()}}
-    proxy = run.proxy(host)
-    jobs = {name: gevent.spawn(_get, url, headers, config.tls, proxy) for name, url in urls.items()}
+    paths = {"models": parts.path.rstrip("/") + "/models", **PATHS}
     scrape = gevent.spawn(_metrics, metrics_urls(config.server_metrics, host), config.tls, run.model)
-    gevent.joinall([*jobs.values(), scrape], timeout=PROBE_TIMEOUT_S + 2)
-    answers: dict[str, Any] = {}
-    for name in ("models", *PATHS):  # the Server header of the first that answered, /models first
-        job = jobs[name]
-        body, server = job.value if job.successful() and job.value else (None, None)
-        if body is not None:
-            answers[name] = body
-        if server and "server" not in answers:
-            answers["server"] = server
-    for job in [*jobs.values(), scrape]:
+    gets = gevent.spawn(_get_all, origin, paths, headers, config.tls, run.proxy(host))
+    gevent.joinall([gets, scrape], timeout=PROBE_TIMEOUT_S + 2)
+    answers: dict[str, Any] = dict(gets.value) if gets.successful() and gets.value else {}
+    for job in (gets, scrape):
         job.kill(block=False)
     if scrape.successful() and scrape.value:
         answers["cache_config"], answers["replicas"] = scrape.value
@@ -67,32 +59,38 @@ def read_target(run: LLMRun) -> dict[str, Any]:
     return safe
 
 
-def _get(url: str, headers: dict[str, str], tls: TlsSettings, proxy: Proxy | None) -> tuple[Any, str | None]:
-    """``(the JSON answer or None, the Server header)`` of one GET within the probe's limits."""
-    target = URL(url)
+def _get_all(
+    origin: str, paths: dict[str, str], headers: dict[str, str], tls: TlsSettings, proxy: Proxy | None
+) -> dict[str, Any]:
+    """The JSON answers of ``paths`` (by name) at ``origin``, one after the other on one kept-alive connection (one
+    tunnel through a proxy), and ``server``: the first Server header, /models first. Within ``PROBE_TIMEOUT_S`` in all:
+    what has not answered by then is absent."""
     http = HTTPClient.from_url(
-        target,
+        URL(origin + "/"),
         concurrency=1,
         connection_timeout=PROBE_TIMEOUT_S,
         network_timeout=PROBE_TIMEOUT_S,
         **client_kwargs(tls, proxy),
     )
+    answers: dict[str, Any] = {}
     try:
         with gevent.Timeout(PROBE_TIMEOUT_S, False):
-            response = http.get(target.request_uri, headers=headers)
-            header = response.get("server")
-            server = header if isinstance(header, str) else None
-            if response.status_code != 200:
-                return None, server
-            body = response.read(MAX_JSON_BYTES + 1)
-            if len(body) > MAX_JSON_BYTES:
-                return None, server
-            return json.loads(body), server
-        return None, None
-    except (OSError, ValueError):
-        return None, None
+            for name, path in paths.items():
+                response = http.get(path, headers=headers)
+                server = response.get("server")
+                if isinstance(server, str) and "server" not in answers:
+                    answers["server"] = server
+                body = response.read(MAX_JSON_BYTES + 1)
+                if response.status_code == 200 and len(body) <= MAX_JSON_BYTES:
+                    try:
+                        answers[name] = json.loads(body)
+                    except ValueError:
+                        continue
+    except OSError:
+        pass
     finally:
         http.close()
+    return answers
 
 
 def _metrics(urls: tuple[str, ...], tls: TlsSettings, model: str) -> tuple[dict[str, str], int] | None:

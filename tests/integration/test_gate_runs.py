@@ -101,10 +101,14 @@ def test_the_same_server_twice_is_no_regression_either_way(runs, preset):
 
 def test_the_gate_prints_a_smaller_kv_cache_above_its_verdict_and_can_refuse_to_judge_it(runs):
     """The default preset's loss is a third of its KV blocks (176 -> 120): its fingerprint (vLLM's cache_config_info,
-    as the simulator serves it) says so above the verdict; with --gate-require-same-target it is exit 2, not judged."""
+    as the simulator serves it) says so above the verdict, with the context it can hold, which shrank with it (its
+    max_model_len and n_ctx, 2048 -> 1904); with --gate-require-same-target it is exit 2, not judged."""
     proc = compare(runs["default"]["baseline"], runs["default"]["loss"], *MACHINE_ITL_NOISE)
     lines = proc.stdout.splitlines()
-    assert lines[-2] == "the target changed since the baseline: KV blocks: 176 -> 120", proc.stdout
+    assert lines[-2] == (
+        "the target changed since the baseline: max_model_len: 2048 -> 1904; KV blocks: 176 -> 120; "
+        "context (n_ctx): 2048 -> 1904"
+    ), proc.stdout
     assert lines[-1].startswith("verdict: REGRESSION")
     strict = compare(runs["default"]["baseline"], runs["default"]["loss"], "--gate-require-same-target")
     assert strict.returncode == 2 and "KV blocks: 176 -> 120" in strict.stderr and "not judged" in strict.stderr
