@@ -6,6 +6,7 @@ loop that times tokens. Each address: one total deadline (``timeout_s``) and a s
 from __future__ import annotations
 
 import contextlib
+import csv
 import http.client
 import ipaddress
 import json
@@ -16,12 +17,16 @@ import sys
 import time
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 from locust_llm.config.tls import TlsSettings
 from locust_llm.protocol.server_metrics import ScrapeError, parse
 
-__all__ = ["MAX_BYTES", "fetch_round", "replicas"]
+__all__ = ["CSV_COLUMNS", "MAX_BYTES", "append_rows", "fetch_round", "replicas"]
+
+CSV_COLUMNS = ("t_s", "step", "phase", "url", "replica", "name", "gauge", "labels", "value")
+"""``{prefix}_llm_server_metrics.csv``: one row per sample, stamped with its round's time, step and phase."""
 
 MAX_BYTES = 2 << 20
 """The most of one answer read (2 MiB; a vLLM /metrics is some tens of KiB, with every histogram)."""
@@ -111,13 +116,35 @@ def fetch_round(urls: list[str], timeout_s: float, tls: TlsSettings | None) -> l
     return out
 
 
+def append_rows(path: str, stamp: list[Any], answers: list[dict[str, Any]]) -> str | None:
+    """Append the answered samples to the CSV at ``path`` (its header first when it is new); the error, or None."""
+    rows = [[*stamp, a["url"], a["replica"], *s[:4]] for a in answers for s in a.get("samples", ())]  # no model
+    if not rows:
+        return None
+    try:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "a", newline="") as handle:
+            writer = csv.writer(handle)
+            if handle.tell() == 0:
+                writer.writerow(CSV_COLUMNS)
+            writer.writerows(rows)
+    except OSError as exc:
+        return f"could not write {path}: {exc}"
+    return None
+
+
 def main() -> None:
     with contextlib.suppress(OSError):
         os.nice(10)
     for line in sys.stdin:
         request = json.loads(line)
         tls = TlsSettings(**request["tls"]) if request.get("tls") else None
-        sys.stdout.write(json.dumps(fetch_round(request["urls"], request["timeout_s"], tls)) + "\n")
+        answers = fetch_round(request["urls"], request["timeout_s"], tls)
+        if request.get("csv"):
+            error = append_rows(request["csv"], request["stamp"], answers)
+            if error:
+                answers.append({"url": request["csv"], "replica": "", "csv_error": error})
+        sys.stdout.write(json.dumps(answers) + "\n")
         sys.stdout.flush()
 
 

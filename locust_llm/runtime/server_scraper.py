@@ -1,12 +1,11 @@
 """Scrapes the server's Prometheus metrics on the master (or the single process) every interval, through a child
 process (``runtime.metrics_fetch``). Each round's replicas are filed on the timeline under the run's model
-(``measure.fleet``); samples are appended to ``{prefix}_llm_server_metrics.csv`` as they come, none kept in memory.
+(``measure.fleet``); the child appends the samples to ``{prefix}_llm_server_metrics.csv``: no disk write on the loop.
 A failed scrape is counted, never fatal; with ``auto``, no Prometheus text at the start is said once.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import json
 import logging
@@ -16,14 +15,14 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any
 
 import gevent
 
 from locust_llm.config.tls import TlsSettings
 from locust_llm.measure.fleet import ServerScrape
 from locust_llm.protocol.server_metrics import Sample, gauges
-from locust_llm.runtime.metrics_fetch import MAX_BYTES
+from locust_llm.runtime.metrics_fetch import CSV_COLUMNS, MAX_BYTES
 
 if TYPE_CHECKING:
     from locust_llm.runtime.collector import Collector
@@ -32,7 +31,6 @@ __all__ = ["CSV_COLUMNS", "ServerScraper", "metrics_urls"]
 
 logger = logging.getLogger("locust_llm")
 
-CSV_COLUMNS = ("t_s", "step", "phase", "url", "replica", "name", "gauge", "labels", "value")
 MAX_TIMEOUT_S = 2.0
 CHILD_GRACE_S = 10.0
 """How long past its deadline a round may take (the child's parse) before the child is taken for stuck and restarted."""
@@ -57,7 +55,6 @@ class ServerScraper:
         self._greenlet: gevent.Greenlet | None = None
         self._child: subprocess.Popen[bytes] | None = None
         self._csv_path: Path | None = None
-        self._csv: IO[str] | None = None
         self._last_preemptions: dict[str, float] = {}
         self._cut_said: set[str] = set()
 
@@ -66,6 +63,8 @@ class ServerScraper:
         self.stop()
         self.written, self.failures, self._last_preemptions, self._cut_said = 0, 0, {}, set()
         self._csv_path = csv_path
+        if csv_path is not None:
+            csv_path.unlink(missing_ok=True)  # a file of an earlier process: the child appends to this run's
         if urls:
             self._greenlet = gevent.spawn(self._loop, urls, interval_s, auto)
 
@@ -73,9 +72,6 @@ class ServerScraper:
         if self._greenlet is not None:
             self._greenlet.kill(block=False)
             self._greenlet = None
-        if self._csv is not None:
-            self._csv.close()
-            self._csv = None
         self._end_child()
 
     def _end_child(self) -> None:
@@ -107,11 +103,15 @@ class ServerScraper:
         """One round over ``urls`` and their replicas; whether any answered with Prometheus text."""
         collector, model = self.collector, self.model()
         now_ns = time.perf_counter_ns()
-        answers = self._fetch(urls, timeout_s)
+        answers = self._fetch(urls, timeout_s, now_ns)
         replicas: list[dict[str, float]] = []
         preempted = 0
         for answer in answers:
             url, replica = answer["url"], answer["replica"]
+            if "csv_error" in answer:  # the disk: said once, the samples no longer written
+                logger.warning("locust-llm: %s; the server's samples are not kept", answer["csv_error"])
+                self._csv_path = None
+                continue
             if "error" in answer:
                 self.failures += 1
                 collector.count("server_scrape_failures", model, 1, now_ns)
@@ -127,7 +127,7 @@ class ServerScraper:
                     url, MAX_BYTES >> 20, MAX_BYTES >> 20,
                 )  # fmt: skip
             samples = [Sample(*s) for s in answer["samples"]]
-            self._keep(url, replica, samples, now_ns)
+            self.written += len(samples)
             found = gauges(samples, model)
             total = found.pop("preemptions", None)  # a counter per replica: its rise since the last round
             if total is not None:
@@ -139,10 +139,21 @@ class ServerScraper:
             collector.record_server(model, ServerScrape(tuple(replicas), preempted), now_ns)  # the round's start
         return bool(replicas)
 
-    def _fetch(self, urls: tuple[str, ...], timeout_s: float) -> list[dict[str, Any]]:
-        """The child's answers for one round; a child that fails or hangs is restarted, the round failed."""
+    def _fetch(self, urls: tuple[str, ...], timeout_s: float, now_ns: int) -> list[dict[str, Any]]:
+        """The child's answers for one round (it appends the samples to the CSV, stamped with the round's time, step
+        and phase); a child that fails or hangs is restarted, the round failed."""
         tls = self.tls()
-        request = {"urls": list(urls), "timeout_s": timeout_s, "tls": dataclasses.asdict(tls) if tls else None}
+        collector = self.collector
+        step, phase = collector.timeline.locate(now_ns)
+        stamp = [round((now_ns - (collector.began_ns or now_ns)) / 1e9, 3), step, phase]
+        csv_path = None if self._csv_path is None else str(self._csv_path)
+        request = {
+            "urls": list(urls),
+            "timeout_s": timeout_s,
+            "tls": dataclasses.asdict(tls) if tls else None,
+            "csv": csv_path,
+            "stamp": stamp,
+        }
         try:
             child = self._spawn()
             assert child.stdin is not None and child.stdout is not None
@@ -164,24 +175,3 @@ class ServerScraper:
                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             )  # fmt: skip
         return self._child
-
-    def _keep(self, url: str, replica: str, samples: list[Sample], now_ns: int) -> None:
-        if self._csv_path is None:
-            return
-        collector = self.collector
-        began = collector.began_ns or now_ns
-        step, phase = collector.timeline.locate(now_ns)
-        t_s = round((now_ns - began) / 1e9, 3)
-        try:
-            if self._csv is None:
-                self._csv_path.parent.mkdir(parents=True, exist_ok=True)
-                self._csv = open(self._csv_path, "w", newline="")  # noqa: SIM115 (open across rounds, closed at stop)
-                csv.writer(self._csv).writerow(CSV_COLUMNS)
-            rows = ((t_s, step, phase, url, replica, s.name, s.gauge, s.labels, s.value) for s in samples)
-            csv.writer(self._csv).writerows(rows)
-            self._csv.flush()
-        except OSError as exc:
-            logger.warning("locust-llm: could not write %s: %s; the server's samples are not kept", self._csv_path, exc)
-            self._csv_path = None
-            return
-        self.written += len(samples)
