@@ -229,6 +229,7 @@ class Collector:
     def _step_data(self, mark: Any, elapsed_ns: int, now: int) -> dict[str, Any]:
         """A step message: the step, and this run's holds, dropped routes and resolved output lengths."""
         return {
+            "run": self.run,
             "step": mark.step,
             "users": mark.users,
             "warmup_ns": mark.warmup_ns,
@@ -249,6 +250,7 @@ class Collector:
         self._file_pending()
         data = msg.data
         now = time.perf_counter_ns()
+        self.run = int(data.get("run", self.run))  # a worker that joined mid-run learns the run's number here
         rate = data.get("rate")
         for name, left in (data.get("holds") or {}).items():
             self.holds[name] = max(self.holds.get(name, 0), now + int(left))
