@@ -111,7 +111,7 @@ def knee_resamples(
             if not step_blocks:
                 p99s.append(None)
                 continue
-            drawn = Histogram()
+            drawn = Histogram(precision=step_blocks[0].precision)
             for _ in step_blocks:
                 drawn.merge(rng.choice(step_blocks))
             p99s.append(drawn.quantile(0.99) / 1e6)

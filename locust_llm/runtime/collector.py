@@ -8,10 +8,11 @@ another run is dropped. Every process samples its CPU once a second; the master 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import gevent
@@ -333,9 +334,13 @@ class Collector:
     # -- health ------------------------------------------------------------------------------------------------
 
     def _sample_loop(self) -> None:
-        while True:
+        for tick in itertools.count(1):
             gevent.sleep(1.0)
             self._file_pending()  # the watchdog's samples, at least once a second
+            if tick % 60 == 0 and self.environment.stats is not None:  # bounded memory over a night
+                from locust_llm.runtime.locust_stats import trim_per_second  # imports Locust: not at this import
+
+                trim_per_second(self.environment.stats, time.time())
             self.sample_health()
             if self.after_sample is not None:
                 self.after_sample()
@@ -486,3 +491,7 @@ class Collector:
         when the worker was last heard from (:meth:`WorkerWatch.rows`)."""
         cpu = {step: health.cpu_max_pct for step, health in self.health.items()}
         return self.workers.rows(self.by_worker, cpu, self.began_ns)
+
+    def lost_workers(self, e2e_s: Mapping[int, float]) -> list[dict[str, Any]]:
+        """The workers lost during the run and what of theirs is counted (:meth:`WorkerWatch.lost_workers`)."""
+        return self.workers.lost_workers(self.by_worker, self.began_ns, e2e_s)

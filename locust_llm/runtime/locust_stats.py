@@ -36,6 +36,7 @@ __all__ = [
     "log_rows",
     "ship_flushed",
     "sole_runner_listener",
+    "trim_per_second",
     "write_final_csvs",
 ]
 
@@ -106,6 +107,25 @@ def _write_final(writer: Any) -> None:
         handle.flush()
     writer._stats_history_data_rows(writer.stats_history_csv_writer, time.time())
     writer.stats_history_flush()
+
+
+PER_SECOND_KEEP_S = 60
+"""How many seconds of Locust's per-second counts :func:`trim_per_second` keeps (Locust reads the last 12)."""
+
+
+def trim_per_second(stats: RequestStats, now_s: float) -> int:
+    """Drops Locust's per-second request and failure counts dated more than ``PER_SECOND_KEEP_S`` before ``now_s``,
+    in every entry and the total; returns how many went. Locust keeps one per second for the whole run (about 1 MiB
+    an hour at 128 users) but reads only the last 12 s of them (``current_rps``, ``current_fail_per_sec``)."""
+    oldest = int(now_s) - PER_SECOND_KEEP_S
+    dropped = 0
+    for entry in chain(stats.entries.values(), (stats.total,)):
+        for per_second in (entry.num_reqs_per_sec, entry.num_fail_per_sec):
+            old = [second for second in per_second if second < oldest]
+            for second in old:
+                del per_second[second]
+            dropped += len(old)
+    return dropped
 
 
 def ship_flushed(stats: RequestStats, data: dict[str, Any]) -> None:

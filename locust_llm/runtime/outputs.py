@@ -12,6 +12,7 @@ import json
 import logging
 import os
 import sys
+from math import inf
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -116,6 +117,12 @@ def run_meta(run: LLMRun, step_rows: list[StepRow]) -> dict[str, Any]:
         meta["target"] = run.target
     if run.stopped_for:
         meta["invalid_reasons"] = [run.stopped_for]
+    if run.role == "master" and run.collector.workers.lost:
+        e2e_s: dict[int, float] = {}  # each step's E2E p50: the fastest model's, for the bound on a lost worker
+        for row in step_rows:
+            if row["e2e_p50_ms"]:
+                e2e_s[row["step"]] = min(e2e_s.get(row["step"], inf), row["e2e_p50_ms"] / 1000)
+        meta["lost_workers"] = run.collector.lost_workers(e2e_s)
     if run.search is not None:
         meta["search"] = run.search
     if run.sim is not None and run.sim.url:

@@ -12,6 +12,7 @@ import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
+from math import ceil
 from typing import Any
 
 import gevent
@@ -35,6 +36,8 @@ class WorkerWatch:
 
     def reset(self) -> None:
         self.lost: dict[str, int] = {}  # worker -> the step it was lost in
+        self.users_at_loss: dict[str, int] = {}  # worker -> its users when it was lost (its last report's count)
+        self.silent_ns: dict[str, int | None] = {}  # worker -> from its last report to its loss (None: never heard)
         self.heard_ns: dict[str, int] = {}  # worker -> the last report or heartbeat (perf_counter_ns)
         self.set_aside: Counter[str] = Counter()  # a lost worker's reports that came after: never merged
         self.known: set[str] | None = None  # the workers alive at the last check (None before the first)
@@ -52,9 +55,20 @@ class WorkerWatch:
         """Once a second during ``step``: ``(workers alive, those lost since the last check)``."""
         alive = self.alive()
         lost = sorted((self.known or set()) - alive)
+        clients = self.environment.runner.clients
         for worker in lost:
             self.lost[worker] = step
-            logger.warning("locust-llm: worker %s was lost; this step is marked invalid", worker)
+            client = clients.get(worker)
+            self.users_at_loss[worker] = int(getattr(client, "user_count", 0) or 0)
+            heard = self.heard_ns.get(worker)
+            self.silent_ns[worker] = None if heard is None else time.perf_counter_ns() - heard
+            logger.warning(
+                "locust-llm: worker %s was lost in step %d; what it reported is counted, what its %d users sent after "
+                "its last report is not; this step is marked invalid",
+                worker,
+                step,
+                self.users_at_loss[worker],
+            )
             self._retire(worker)
         self.known = alive
         if self.min_workers and len(alive) < self.min_workers and not self.too_few:
@@ -104,6 +118,36 @@ class WorkerWatch:
             runner.send_message("quit", None, client_id=worker)  # Locust's own quit: the worker stops and exits
         except Exception as exc:
             logger.debug("locust-llm: could not tell worker %s to quit: %s", worker, exc)
+
+    def lost_workers(
+        self,
+        shares: Mapping[str, Mapping[StatsKey, Mapping[str, int]]],
+        began_ns: int | None,
+        e2e_s: Mapping[int, float],
+    ) -> list[dict[str, Any]]:
+        """``lost_workers`` of ``{prefix}_llm_run.json``: per lost worker, the step it was lost in, when it was last
+        heard from, the requests its reports counted, and what it sent after its last report, named, not counted:
+        ``silent_s`` (from its last report to its loss), ``users`` and ``unreported_at_most`` = users x (1 +
+        ceil(silent_s / the step's E2E p50)): the one each user had in flight and those it could start after, if
+        each took the step's median."""
+        out = []
+        for worker, step in sorted(self.lost.items()):
+            heard, silent_ns, users = self.heard_ns.get(worker), self.silent_ns.get(worker), self.users_at_loss[worker]
+            silent_s = None if silent_ns is None else silent_ns / 1e9
+            e2e = e2e_s.get(step)
+            out.append(
+                {
+                    "worker": worker,
+                    "lost_in_step": step,
+                    "last_heard_s": None if heard is None or began_ns is None else round((heard - began_ns) / 1e9, 3),
+                    "requests_reported": sum(c["requests"] for c in shares.get(worker, {}).values()),
+                    "silent_s": None if silent_s is None else round(silent_s, 3),
+                    "users": users,
+                    "unreported_at_most": None if silent_s is None or not e2e else users * (1 + ceil(silent_s / e2e)),
+                    "reports_set_aside": self.set_aside[worker],
+                }
+            )
+        return out
 
     def rows(
         self,

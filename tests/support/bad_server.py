@@ -28,7 +28,8 @@ Modes:
 A POST to any path but ``/v1/chat/completions`` is answered 404 (``{"detail":"Not Found"}``, as vLLM answers a route
 it does not serve). ``GET /seen`` answers ``{"requests": N, "auth": [every Authorization header seen], "headers":
 {name: values}, "times": [time.monotonic() when each request's head arrived]}``.
-Prints ``listening on http://127.0.0.1:PORT/v1`` when ready.
+Binds 127.0.0.1 (or the address given after the mode) on a free port; prints ``listening on http://HOST:PORT/v1`` when
+ready.
 """
 
 from __future__ import annotations
@@ -208,13 +209,13 @@ async def handle(mode: str, reader: asyncio.StreamReader, writer: asyncio.Stream
         writer.close()
 
 
-async def main(mode: str) -> None:
-    server = await asyncio.start_server(lambda r, w: handle(mode, r, w), "127.0.0.1", 0)
+async def main(mode: str, host: str = "127.0.0.1") -> None:
+    server = await asyncio.start_server(lambda r, w: handle(mode, r, w), host, 0)
     port = server.sockets[0].getsockname()[1]
-    print(f"listening on http://127.0.0.1:{port}/v1", flush=True)
+    print(f"listening on http://{host}:{port}/v1", flush=True)
     async with server:
         await server.serve_forever()
 
 
 if __name__ == "__main__":
-    asyncio.run(main(sys.argv[1]))
+    asyncio.run(main(*sys.argv[1:3]))

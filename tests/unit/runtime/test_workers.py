@@ -1,6 +1,7 @@
 """The master's watch over its workers, against a runner whose workers' states the test sets: a lost worker is lost
 for the run (told to quit, its later reports set aside), the last heard time is kept, and --min-workers fires once."""
 
+import time
 from types import SimpleNamespace
 
 from locust_llm.measure.stats import StatsKey
@@ -65,3 +66,31 @@ def test_the_workers_rows_say_when_each_was_last_heard_and_where_it_was_lost():
         ("a", 2.5, None, 12.3),
         ("b", 0.25, 2, None),
     ]
+
+
+def test_a_lost_worker_is_named_with_what_it_reported_and_a_bound_on_what_it_did_not():
+    """Its reports count 12 requests; 3 users silent for 2 s at a step E2E p50 of 0.6 s had at most 3 x (1 +
+    ceil(2 / 0.6)) = 15 more in flight or started, which nothing counts."""
+    w, clients, _ = watch("a", "b")
+    clients["b"].user_count = 3
+    w.check(1)
+    clients["b"].state = "missing"
+    heard = time.perf_counter_ns() - 2_000_000_000
+    w.heard_ns["b"] = heard
+    w.check(2)  # found lost 2 s (and the microseconds of this test) after its last report
+    shares = {"b": {StatsKey(1, "m", "steady"): {"requests": 5}, StatsKey(2, "m", "steady"): {"requests": 7}}}
+    (lost,) = w.lost_workers(shares, began_ns=heard - 500_000_000, e2e_s={2: 0.6})
+    assert 2.0 <= lost.pop("silent_s") < 2.1
+    assert lost == {
+        "worker": "b",
+        "lost_in_step": 2,
+        "last_heard_s": 0.5,
+        "requests_reported": 12,
+        "users": 3,
+        "unreported_at_most": 15,
+        "reports_set_aside": 0,
+    }
+    w.accept("b")  # it thaws: its report is set aside, and the silence before its loss stands
+    (lost,) = w.lost_workers(shares, None, {})
+    assert lost["reports_set_aside"] == 1 and lost["silent_s"] < 2.1 and lost["last_heard_s"] is None
+    assert lost["unreported_at_most"] is None  # no E2E in that step: not guessed
