@@ -16,8 +16,6 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from scipy.stats import binom
-
 from locust_llm.measure.thresholds import BACKLOG_Z, ERROR_ALPHA, QUEUE, QUEUE_SHARE
 
 __all__ = ["ErrorShare", "behind", "error_share", "over_budget", "server_queue"]
@@ -62,6 +60,8 @@ def over_budget(row: Mapping[str, Any], budget: float) -> ErrorShare | None:
     failed, of = errors
     if not of or errors.share <= budget:
         return None
+    from scipy.stats import binom  # here: importing scipy.stats costs a process 0.5 s (see measure.intervals)
+
     return errors if float(binom.sf(failed - 1, of, budget)) < ERROR_ALPHA else None
 
 

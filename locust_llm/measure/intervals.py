@@ -11,8 +11,6 @@ import bisect
 import functools
 import itertools
 
-from scipy.stats import binom
-
 from locust_llm.measure.histogram import Histogram, bucket_bounds
 
 __all__ = ["CONFIDENCE", "Ranks", "quantile_interval", "quantile_ranks", "rank_bounds"]
@@ -28,6 +26,8 @@ def quantile_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[in
     if n < 1:
         return None, None
     tail = (1 - confidence) / 2
+    from scipy.stats import binom  # here: importing scipy.stats costs a process 0.5 s, and a worker never needs it
+
     low = int(binom.ppf(tail, n, q))  # the smallest k with P(B <= k) >= tail, so P(B < k) < tail
     high = int(binom.ppf(1 - tail, n, q)) + 1  # the smallest u with P(B <= u - 1) >= 1 - tail
     return (low if low >= 1 else None), (high if high <= n else None)

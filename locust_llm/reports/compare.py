@@ -16,8 +16,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from scipy.stats import fisher_exact
-
 from locust_llm.measure.histogram import Histogram
 from locust_llm.measure.intervals import Ranks, quantile_interval
 from locust_llm.measure.rows import series
@@ -267,6 +265,8 @@ def rise_p(base: tuple[int, int], current: tuple[int, int]) -> float:
     (kb, nb), (kc, nc) = base, current
     if not nb or not nc:
         return 1.0
+    from scipy.stats import fisher_exact  # here: importing scipy.stats costs a process 0.5 s
+
     return float(fisher_exact([[kc, nc - kc], [kb, nb - kb]], alternative="greater")[1])
 
 
