@@ -76,7 +76,8 @@ def write_final_csvs() -> None:
     statistics: the request, failure and exception tables whole, and one last row of history. A writer without
     :data:`FINAL_WRITE_NAMES` is left alone, with one line: its own last periodic write stands."""
     for obj in gc.get_objects():
-        run = getattr(obj, "_run", None) if isinstance(obj, gevent.Greenlet) else None
+        # type(), not isinstance(): isinstance reads __class__, which loads a lazy module's proxy (the openai SDK's)
+        run = getattr(obj, "_run", None) if issubclass(type(obj), gevent.Greenlet) else None
         if getattr(run, "__name__", "") != "stats_writer":
             continue
         writer = getattr(run, "__self__", None)

@@ -52,3 +52,11 @@ def test_the_line_a_run_prints_names_what_changed_and_the_path_taken():
 def test_a_csv_writer_attribute_the_final_write_uses_is_named_when_it_went_away():
     patch = "import locust.stats\ndel locust.stats.StatsCSVFileWriter.stats_history_flush"
     assert run(patch) == ["locust: StatsCSVFileWriter().stats_history_flush is missing"]
+
+
+def test_the_sdks_private_hook_is_checked_when_the_sdk_user_is_loaded():
+    patch = "import locust_llm.users.sdk, openai._base_client as b\ndel b.BaseClient._make_sse_decoder"
+    assert run(patch) == ["openai: openai.OpenAI._make_sse_decoder is missing"]
+    assert run("import openai._base_client as b\ndel b.BaseClient._make_sse_decoder") == [
+        "ok"
+    ]  # no SDK user: not its concern
