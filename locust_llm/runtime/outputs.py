@@ -277,6 +277,16 @@ def finish(run: LLMRun) -> None:
                 "each had a finish_reason",
                 meta["totals"]["no_done"],
             )
+        for lost in meta.get("lost_workers", ()):
+            logger.warning(
+                "locust-llm: worker %s, lost in step %d: its reports counted %d requests; what it sent in the %s s "
+                "before it was found lost is counted nowhere (at most %s requests, lost_workers in _llm_run.json)",
+                lost["worker"],
+                lost["lost_in_step"],
+                lost["requests_reported"],
+                lost["silent_s"],
+                lost["unreported_at_most"],
+            )
         if prefix:
             write_csvs(run)
             write_text_atomic(Path(f"{prefix}_llm_run.json"), json.dumps(meta, indent=2, default=str) + "\n")

@@ -231,6 +231,9 @@ def test_a_killed_worker_marks_its_step_invalid_and_the_run_goes_on_with_the_sur
     assert named["worker"] in lost and named["lost_in_step"] == 2 and named["users"] == 3, named
     assert named["requests_reported"] == sum(int(w["requests"]) for w in workers if w["worker"] in lost)
     assert named["silent_s"] > 0 and named["unreported_at_most"] >= 3, named
+    assert (
+        f"worker {named['worker']}, lost in step 2: its reports counted {named['requests_reported']} requests" in stderr
+    )
     reported = sum(int(w["requests"]) for w in workers)
     seen = served["finished"] + served["cancelled"] - PREFLIGHT_REQUESTS
     assert 0 <= seen - reported <= named["unreported_at_most"] + 12, (served, reported, named)
