@@ -36,7 +36,7 @@ class WorkerWatch:
 
     def reset(self) -> None:
         self.lost: dict[str, int] = {}  # worker -> the step it was lost in
-        self.users_at_loss: dict[str, int] = {}  # worker -> its users when it was lost (its last report's count)
+        self.last_users: dict[str, int] = {}  # worker -> its users at the last check it was alive
         self.silent_ns: dict[str, int | None] = {}  # worker -> from its last report to its loss (None: never heard)
         self.heard_ns: dict[str, int] = {}  # worker -> the last report or heartbeat (perf_counter_ns)
         self.set_aside: Counter[str] = Counter()  # a lost worker's reports that came after: never merged
@@ -55,11 +55,11 @@ class WorkerWatch:
         """Once a second during ``step``: ``(workers alive, those lost since the last check)``."""
         alive = self.alive()
         lost = sorted((self.known or set()) - alive)
-        clients = self.environment.runner.clients
+        for client in self.environment.runner.clients.all:
+            if client.id in alive:  # Locust zeroes a missing worker's users: keep what it had while alive
+                self.last_users[client.id] = int(getattr(client, "user_count", 0) or 0)
         for worker in lost:
             self.lost[worker] = step
-            client = clients.get(worker)
-            self.users_at_loss[worker] = int(getattr(client, "user_count", 0) or 0)
             heard = self.heard_ns.get(worker)
             self.silent_ns[worker] = None if heard is None else time.perf_counter_ns() - heard
             logger.warning(
@@ -67,7 +67,7 @@ class WorkerWatch:
                 "its last report is not; this step is marked invalid",
                 worker,
                 step,
-                self.users_at_loss[worker],
+                self.last_users.get(worker, 0),
             )
             self._retire(worker)
         self.known = alive
@@ -132,7 +132,11 @@ class WorkerWatch:
         each took the step's median."""
         out = []
         for worker, step in sorted(self.lost.items()):
-            heard, silent_ns, users = self.heard_ns.get(worker), self.silent_ns.get(worker), self.users_at_loss[worker]
+            heard, silent_ns, users = (
+                self.heard_ns.get(worker),
+                self.silent_ns.get(worker),
+                self.last_users.get(worker, 0),
+            )
             silent_s = None if silent_ns is None else silent_ns / 1e9
             e2e = e2e_s.get(step)
             out.append(
