@@ -25,7 +25,7 @@ from locust_llm.measure.sla import Prices
 from locust_llm.measure.stats import GENERATOR, STEADY, WARMUP, StatsKey, StatsTable, StepStats
 from locust_llm.measure.timeline import Timeline
 from locust_llm.protocol.metrics import RequestResult
-from locust_llm.runtime.cpu import CpuSampler, give_back_memory
+from locust_llm.runtime.cpu import CpuSampler
 from locust_llm.runtime.progress import SETTLE_S
 from locust_llm.runtime.stall import LoopWatch
 from locust_llm.runtime.workers import WorkerWatch
@@ -341,7 +341,6 @@ class Collector:
                 from locust_llm.runtime.locust_stats import trim_per_second  # imports Locust: not at this import
 
                 trim_per_second(self.environment.stats, time.time())
-                give_back_memory()
             self.sample_health()
             if self.after_sample is not None:
                 self.after_sample()

@@ -1,31 +1,12 @@
-"""This process's resources: its CPU share, sampled once a second for a step's health, and the memory it freed,
-given back to the system once a minute (glibc keeps freed heap pages, so a night's churn of step rows and histogram
-tables would otherwise stay in its RSS)."""
+"""The CPU share of this process, sampled once a second, for a step's health."""
 
 from __future__ import annotations
 
-import ctypes
 import time
-from collections.abc import Callable
 
 import psutil
 
-__all__ = ["CpuSampler", "give_back_memory"]
-
-_MALLOC_TRIM: Callable[[int], int] | None
-try:
-    _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
-except (OSError, AttributeError):  # not glibc: nothing to give back this way
-    _MALLOC_TRIM = None
-
-
-def give_back_memory() -> bool:
-    """Return the heap's free pages to the system (glibc's ``malloc_trim(0)``, 10 ms for 200 MB); False without
-    glibc."""
-    if _MALLOC_TRIM is None:
-        return False
-    _MALLOC_TRIM(0)
-    return True
+__all__ = ["CpuSampler"]
 
 
 class CpuSampler:
