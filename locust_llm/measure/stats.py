@@ -65,12 +65,11 @@ RATELIMIT_HISTOGRAMS = tuple(name for name in HISTOGRAMS if name.startswith("rat
 """In the order of ``locust_llm.protocol.metrics.RATELIMIT_HEADERS``."""
 MAX_BLOCKS = 120
 """The most TTFT blocks of a step (one a second, then every 120th second together): a 2-minute step's seconds each
-alone, and a night-long step's blocks bounded instead of 3 MiB more every hour (bench/soak.py, 128 users)."""
+alone, and a night-long step's blocks bounded (docs/performance.md, Memory)."""
 BLOCK_PRECISION = 7
 """The blocks' precision in bits (values within 0.8 %, far inside a bootstrap's spread). A block's buckets are at
 most those of the step's TTFT histogram seen at 7 bits, about an eighth of its 10 bits' where values are dense: the
-120 blocks stay near 15 times that histogram however long the step (at 10 bits they grew 2.5 MiB an hour in
-bench/soak.py, and could reach 120 times it)."""
+120 blocks stay near 15 times that histogram however long the step, not 120 times (docs/performance.md, Memory)."""
 GENERATOR = ""
 """The statistics key's model for what belongs to the generator, not to a model: its loop's stalls."""
 
