@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, field
 
 from locust_llm.measure.histogram import Histogram
-from locust_llm.measure.stats import STEADY, StatsTable
+from locust_llm.measure.stats import STALL_PRECISION, STEADY, StatsTable
 from locust_llm.measure.thresholds import BACKLOG_Z, MAX_E2E_SHARE
 
 __all__ = [
@@ -104,7 +104,7 @@ def invalid_reasons(
         if pct > max_cpu_pct
     ]
     reasons += [f"worker lost during the step: {name}" for name in health.lost]
-    stalls = Histogram()
+    stalls = Histogram(precision=STALL_PRECISION)
     for key, stats in table:
         lag = stats.hist["lag"]
         if key.step == step and key.phase == STEADY:

@@ -84,6 +84,13 @@ class Histogram:
         self.buckets.clear()
         self.count = self.sum = self.min = self.max = 0
 
+    def _index(self, units: int) -> int:
+        """The index of the bucket holding ``units`` (the module docstring's layout)."""
+        if units < self._limit:
+            return units
+        e = units.bit_length() - self.precision
+        return (e << self._shift) + (units >> e)
+
     def record(self, value: int) -> None:
         """Add one sample (a non-negative integer; negative values are clamped to 0)."""
         if value < 0:
@@ -189,16 +196,23 @@ class Histogram:
         self.sum += int(values.sum())
 
     def merge(self, other: Histogram) -> Histogram:
-        """Add ``other``'s samples to this histogram (in place) and return self."""
+        """Add ``other``'s samples to this histogram (in place) and return self. A finer ``other`` is coarsened to
+        this precision on the way, exactly: each of its buckets lies inside one of ours (a file written when a
+        histogram was kept finer still reads)."""
         if other.unit != self.unit:
             raise ValueError(f"cannot merge histograms with units {self.unit} and {other.unit}")
-        if other.precision != self.precision:
+        if other.precision < self.precision:
             raise ValueError(f"cannot merge histograms with precisions {self.precision} and {other.precision} bits")
         if other.count == 0:
             return self
         buckets = self.buckets
-        for index, n in other.buckets.items():
-            buckets[index] = buckets.get(index, 0) + n
+        if other.precision == self.precision:
+            for index, n in other.buckets.items():
+                buckets[index] = buckets.get(index, 0) + n
+        else:
+            for index, n in other.buckets.items():
+                ours = self._index(bucket_bounds(index, other.precision)[0])
+                buckets[ours] = buckets.get(ours, 0) + n
         if self.count == 0:
             self.min, self.max = other.min, other.max
         else:

@@ -18,7 +18,7 @@ __all__ = ["CONFIDENCE", "Ranks", "quantile_interval", "quantile_ranks", "rank_b
 CONFIDENCE = 0.95
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=1024)
 def quantile_ranks(n: int, q: float, confidence: float = CONFIDENCE) -> tuple[int | None, int | None]:
     """The ranks ``(l, u)`` (1-based) bracketing the ``q``-quantile of ``n`` samples at ``confidence``; ``None`` for
     an end past the sample. Cached: a binomial quantile costs 40 us, and a finished step's counts never change while

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from locust_llm.measure.fleet import ServerScrape
-from locust_llm.measure.histogram import Histogram
+from locust_llm.measure.histogram import PRECISION, Histogram
 from locust_llm.measure.timeline import STEADY, WARMUP
 from locust_llm.protocol.metrics import RequestResult, StatusClass
 
@@ -70,6 +70,9 @@ BLOCK_PRECISION = 7
 """The blocks' precision in bits (values within 0.8 %, far inside a bootstrap's spread). A block's buckets are at
 most those of the step's TTFT histogram seen at 7 bits, about an eighth of its 10 bits' where values are dense: the
 120 blocks stay near 15 times that histogram however long the step, not 120 times (docs/performance.md, Memory)."""
+STALL_PRECISION = 7
+"""The loop stalls' precision in bits: read only against a threshold, within 0.8 % is plenty, and their values span
+six decades, over which 10-bit buckets kept filling for hours (docs/performance.md, Memory)."""
 GENERATOR = ""
 """The statistics key's model for what belongs to the generator, not to a model: its loop's stalls."""
 
@@ -168,7 +171,11 @@ class TurnStats:
 
 @dataclass
 class StepStats:
-    hist: dict[str, Histogram] = field(default_factory=lambda: {name: Histogram() for name in HISTOGRAMS})
+    hist: dict[str, Histogram] = field(
+        default_factory=lambda: {
+            name: Histogram(precision=STALL_PRECISION if name == "loop_stall" else PRECISION) for name in HISTOGRAMS
+        }
+    )
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
     turns: dict[int, TurnStats] = field(default_factory=dict)
     blocks: dict[int, Histogram] = field(default_factory=dict)

@@ -338,9 +338,10 @@ class Collector:
             gevent.sleep(1.0)
             self._file_pending()  # the watchdog's samples, at least once a second
             if tick % 60 == 0 and self.environment.stats is not None:  # bounded memory over a night
-                from locust_llm.runtime.locust_stats import trim_per_second  # imports Locust: not at this import
+                from locust_llm.runtime.locust_stats import thin_history, trim_per_second  # imports Locust: not here
 
                 trim_per_second(self.environment.stats, time.time())
+                thin_history(self.environment.stats)
             self.sample_health()
             if self.after_sample is not None:
                 self.after_sample()

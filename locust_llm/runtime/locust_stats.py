@@ -17,6 +17,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from itertools import chain, repeat
 from operator import sub, truediv
 from typing import Any
@@ -36,6 +37,7 @@ __all__ = [
     "log_rows",
     "ship_flushed",
     "sole_runner_listener",
+    "thin_history",
     "trim_per_second",
     "write_final_csvs",
 ]
@@ -127,6 +129,38 @@ def trim_per_second(stats: RequestStats, now_s: float) -> int:
                 del per_second[second]
             dropped += len(old)
     return dropped
+
+
+HISTORY_KEEP = 1440
+"""The most entries of Locust's chart history :func:`thin_history` leaves (the newest hour at one per 5 s, and as many
+again for the rest of the run)."""
+
+
+def thin_history(stats: RequestStats, keep: int = HISTORY_KEEP) -> int:
+    """Past ``keep`` entries of Locust's chart history (``stats.history``: one per 5 s for the whole run, about 0.7 MiB
+    an hour, drawn by its web UI and HTML report), keeps the newest ``keep // 2`` as they are and, before them, the
+    first entry in each stretch of ``5 * 2**k`` seconds from the first, the smallest such stretch that leaves at most
+    ``keep // 2``: the run stays drawn end to end, evenly, its last hour in full. Returns how many went."""
+    history = stats.history
+    if len(history) <= keep:
+        return 0
+    recent = keep // 2
+    older = history[:-recent]
+    try:
+        times = [datetime.fromisoformat(entry["time"]).timestamp() for entry in older]
+    except (KeyError, TypeError, ValueError):  # not Locust's own format: leave it as it is
+        return 0
+    stride = 5.0
+    while (times[-1] - times[0]) / stride + 1 > recent:
+        stride *= 2
+    kept, last = [], None
+    for entry, t in zip(older, times, strict=True):
+        stretch = int((t - times[0]) // stride)
+        if stretch != last:
+            kept.append(entry)
+            last = stretch
+    history[: len(older)] = kept
+    return len(older) - len(kept)
 
 
 def ship_flushed(stats: RequestStats, data: dict[str, Any]) -> None:

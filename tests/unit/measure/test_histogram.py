@@ -156,9 +156,27 @@ def test_units_must_match_to_merge():
         Histogram(1000).merge(hist_of([1], unit=1))
 
 
-def test_precisions_must_match_to_merge():
+def test_a_coarser_histogram_cannot_take_in_a_finer_ones_samples_the_other_way_round():
     with pytest.raises(ValueError, match="precisions 10 and 7"):
         Histogram(1000).merge(Histogram(1000, 7))
+
+
+@given(st.lists(values_ns, max_size=200), precisions, precisions)
+def test_a_finer_histogram_merged_into_a_coarser_one_is_exactly_the_coarser_ones_record(values, fine, coarse):
+    """Buckets nest: every bucket of the finer layout lies inside one of the coarser, so coarsening loses nothing the
+    coarser histogram would have kept had it recorded the values itself."""
+    fine, coarse = max(fine, coarse), min(fine, coarse)
+    recorded, finer = Histogram(1000, coarse), Histogram(1000, fine)
+    record_all(recorded, values)
+    record_all(finer, values)
+    merged = Histogram(1000, coarse).merge(finer)
+    assert merged.buckets == recorded.buckets
+    assert (merged.count, merged.sum, merged.min, merged.max) == (
+        recorded.count,
+        recorded.sum,
+        recorded.min,
+        recorded.max,
+    )
 
 
 @pytest.mark.parametrize("precision", [1, 17])

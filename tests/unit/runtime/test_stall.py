@@ -57,3 +57,23 @@ def test_the_generator_row_is_no_model_row():
     table = table_with(5, [350] * 5)
     ((key, stats),) = list(table)
     assert key.model == "" and stats.empty
+
+
+def test_a_table_written_when_stalls_and_blocks_were_kept_at_10_bits_still_reads_and_is_judged_the_same():
+    """Files from runs before the stalls' and the TTFT blocks' precision fell to 7 bits: their finer histograms are
+    coarsened on the way in (exactly: buckets nest), so an old night's files re-render and gate as they did."""
+    from locust_llm.measure.histogram import Histogram
+
+    table = table_with(20, [350] * 20)
+    wire = table.to_wire()
+    for _, _, _, stats in wire:  # re-record the stalls as a 10-bit histogram, as the files used to hold them
+        finer = Histogram(precision=10)
+        for late in watched(20, [350] * 20):
+            finer.record(late)
+        stats["h"]["loop_stall"] = finer.to_wire()
+        stats["b"] = [[3, finer.to_wire()]]
+    read = StatsTable.from_wire(wire)
+    ((_, stats),) = list(read)
+    assert stats.hist["loop_stall"].precision == 7 and stats.hist["loop_stall"].count == 20 * 100
+    assert stats.blocks[3].precision == 7 and stats.blocks[3].count == 20 * 100
+    assert reasons(read) == reasons(table) != []
