@@ -1,7 +1,7 @@
 """Generator memory over a long run: it must stay flat (bounded histograms, no per-sample lists, the server's
 metrics written as they come).
 
-    python bench/soak.py [--minutes 30] [--users 128] [--server-metrics auto|off]
+    python bench/soak.py [--minutes 60] [--users 128] [--server-metrics auto|off]
 
 Runs locust-llm against the embedded simulator at a fixed concurrency, scraping its /metrics once a second (the
 default), and samples the generator's RSS every 10 s; prints the samples, the growth between the end of the first
@@ -25,7 +25,12 @@ from _common import PY, ROOT
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--minutes", type=float, default=30.0, help="Run length (default: 30).")
+    parser.add_argument(
+        "--minutes",
+        type=float,
+        default=60.0,
+        help="Minutes to run (default: 60; bounded structures fill for the first 25 or so).",
+    )
     parser.add_argument("--users", type=int, default=128, help="Concurrent users (default: 128).")
     parser.add_argument(
         "--server-metrics", default="auto", help="Scrape the simulator's /metrics: auto (default) or off."
